@@ -1,0 +1,257 @@
+/**
+ * @module Every limit and default in one place. Contract limits are constants; deployment
+ * settings are read once by loadConfig() from the environment and flags into a Config.
+ */
+
+import { formatDuration, parseDuration } from "./duration.ts";
+
+/** Largest publish body; above it the broker answers 413. */
+export const MAX_PAYLOAD_BYTES = 2 * 1024 * 1024;
+/** Largest JSON body of the control endpoints (requeue carries a whole message). */
+export const MAX_JSON_BODY_BYTES = 4 * 1024 * 1024;
+/** How long an idempotency key suppresses duplicates. */
+export const IDEMPOTENCY_WINDOW_MS = 5 * 60_000;
+/** Retry count at which a message moves to `{topic}.dlq`. */
+export const MAX_ATTEMPTS = 3;
+/** Messages returned by the dashboard peek. */
+export const MAX_PEEK = 10;
+/** Largest `limit` of one consume. */
+export const MAX_CONSUME_LIMIT = 1000;
+/** Longest long-poll `timeout`. */
+export const MAX_LONG_POLL_MS = 30_000;
+/** Longest visibility lease a consumer may ask for. */
+export const MAX_VISIBILITY_MS = 12 * 3_600_000;
+/** Longest `delay`, `ttl` or `retain` (SQS allows 14 days of retention; so do we). */
+export const MAX_TIME_MS = 14 * 24 * 3_600_000;
+/** Suffix of a dead-letter topic. */
+export const DLQ_SUFFIX = ".dlq";
+/** Seconds a 429 or 503 asks the client to wait. */
+export const RETRY_AFTER_SECONDS = 1;
+/** Period of the `interval` fsync mode. */
+export const FSYNC_INTERVAL_MS = 100;
+/** Broker version reported by /healthz and User-Agent. */
+export const VERSION = "0.1.0";
+
+export type FsyncMode = "always" | "interval" | "never";
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+/** Deployment settings; lib receives this and never reads the environment itself. */
+export interface Config {
+  port: number;
+  host: string;
+  /** Directory of the per-topic WAL files, or `:memory:` to run without disk. */
+  dataDir: string;
+  maxTopics: number;
+  maxQueue: number;
+  fsync: FsyncMode;
+  visibilityMs: number;
+  /** Raw `BROKER_API_KEYS` value; empty means auth is off. */
+  apiKeys: string;
+  /** Optional file of `key[:scope,scope]` lines, re-read on SIGHUP. */
+  apiKeysFile: string;
+  webhookRetryScheduleMs: number[];
+  logLevel: LogLevel;
+  accessLog: boolean;
+  /** A WAL file is rewritten once it holds this many times more records than live state. */
+  compactRatio: number;
+  /** ...and at least this many bytes. */
+  compactMinBytes: number;
+}
+
+interface Setting {
+  env: string;
+  flag: string;
+  def: string;
+  help: string;
+  apply(c: Config, v: string): void;
+}
+
+function int(name: string, v: string, min: number, max: number): number {
+  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
+    throw new Error(`${name} must be an integer from ${min} to ${max}, got "${v}"`);
+  }
+  return Number(v);
+}
+
+function duration(name: string, v: string, min: number): number {
+  let ms: number;
+  try {
+    ms = parseDuration(v, name);
+  } catch {
+    throw new Error(`${name} must be a duration like 30s or 250ms, got "${v}"`);
+  }
+  if (ms < min) throw new Error(`${name} must be at least ${formatDuration(min)}, got "${v}"`);
+  return ms;
+}
+
+function oneOf<T extends string>(name: string, v: string, allowed: readonly T[]): T {
+  if (!(allowed as readonly string[]).includes(v)) {
+    throw new Error(`${name} must be one of ${allowed.join(", ")}, got "${v}"`);
+  }
+  return v as T;
+}
+
+function bool(name: string, v: string): boolean {
+  if (["true", "1"].includes(v)) return true;
+  if (["false", "0", ""].includes(v)) return false;
+  throw new Error(`${name} must be true or false, got "${v}"`);
+}
+
+/** The settings table: one row per setting, used by loadConfig() and `--help`. */
+export const SETTINGS: readonly Setting[] = [
+  {
+    env: "PORT",
+    flag: "--port",
+    def: "7800",
+    help: "listen port (0 picks a free one)",
+    apply: (c, v) => c.port = int("PORT", v, 0, 65535),
+  },
+  {
+    env: "BROKER_HOST",
+    flag: "--host",
+    def: "127.0.0.1",
+    help: "listen address (0.0.0.0 to expose)",
+    apply: (c, v) => {
+      if (!/^[0-9A-Za-z.:\-\[\]]+$/.test(v)) throw new Error(`BROKER_HOST is not an address: "${v}"`);
+      c.host = v;
+    },
+  },
+  {
+    env: "BROKER_DATA_DIR",
+    flag: "--data-dir",
+    def: "./data",
+    help: "directory of the per-topic WAL files; :memory: runs without disk",
+    apply: (c, v) => {
+      if (v === "") throw new Error("BROKER_DATA_DIR must not be empty");
+      c.dataDir = v;
+    },
+  },
+  {
+    env: "BROKER_MAX_TOPICS",
+    flag: "--max-topics",
+    def: "1000",
+    help: "topic count limit (403 topic_limit_reached)",
+    apply: (c, v) => c.maxTopics = int("BROKER_MAX_TOPICS", v, 1, 1_000_000),
+  },
+  {
+    env: "BROKER_MAX_QUEUE",
+    flag: "--max-queue",
+    def: "100000",
+    help: "messages held per topic before its policy applies (429 or drop-oldest)",
+    apply: (c, v) => c.maxQueue = int("BROKER_MAX_QUEUE", v, 1, 100_000_000),
+  },
+  {
+    env: "BROKER_FSYNC",
+    flag: "--fsync",
+    def: "always",
+    help: "always: 2xx after fsync (group commit); interval: fsync every 100ms; never",
+    apply: (c, v) => c.fsync = oneOf("BROKER_FSYNC", v, ["always", "interval", "never"] as const),
+  },
+  {
+    env: "BROKER_VISIBILITY",
+    flag: "--visibility",
+    def: "30s",
+    help: "lease of a delivered, un-acked message",
+    apply: (c, v) => c.visibilityMs = duration("BROKER_VISIBILITY", v, 1),
+  },
+  {
+    env: "BROKER_API_KEYS",
+    flag: "--api-keys",
+    def: "",
+    help: "comma-separated API keys, scopes after a colon joined by + (k1,k2:publish+consume)",
+    apply: (c, v) => c.apiKeys = v,
+  },
+  {
+    env: "BROKER_API_KEYS_FILE",
+    flag: "--api-keys-file",
+    def: "",
+    help: "file with one key[:scope,scope] per line, re-read on SIGHUP",
+    apply: (c, v) => c.apiKeysFile = v,
+  },
+  {
+    env: "BROKER_WEBHOOK_RETRY_SCHEDULE",
+    flag: "--webhook-retry-schedule",
+    def: "5s,5m,30m",
+    help: "waits before webhook retries 1..n",
+    apply: (c, v) =>
+      c.webhookRetryScheduleMs = v.split(",").map((d) =>
+        duration("BROKER_WEBHOOK_RETRY_SCHEDULE", d.trim(), 1)
+      ),
+  },
+  {
+    env: "BROKER_LOG_LEVEL",
+    flag: "--log-level",
+    def: "info",
+    help: "debug, info, warn or error",
+    apply: (c, v) =>
+      c.logLevel = oneOf("BROKER_LOG_LEVEL", v, ["debug", "info", "warn", "error"] as const),
+  },
+  {
+    env: "BROKER_ACCESS_LOG",
+    flag: "--access-log",
+    def: "false",
+    help: "log one line per HTTP request",
+    apply: (c, v) => c.accessLog = bool("BROKER_ACCESS_LOG", v),
+  },
+  {
+    env: "BROKER_COMPACT_RATIO",
+    flag: "--compact-ratio",
+    def: "4",
+    help: "rewrite a WAL file once it is this many times larger than its live records",
+    apply: (c, v) => c.compactRatio = int("BROKER_COMPACT_RATIO", v, 2, 1000),
+  },
+  {
+    env: "BROKER_COMPACT_MIN_BYTES",
+    flag: "--compact-min-bytes",
+    def: "16777216",
+    help: "never rewrite a WAL file smaller than this",
+    apply: (c, v) => c.compactMinBytes = int("BROKER_COMPACT_MIN_BYTES", v, 0, 2 ** 40),
+  },
+];
+
+/** A Config with every default, for tests and embedders. */
+export function defaultConfig(overrides: Partial<Config> = {}): Config {
+  const c = {} as Config;
+  for (const s of SETTINGS) s.apply(c, s.def);
+  return { ...c, ...overrides };
+}
+
+/** Thrown for a bad setting; main prints its message as one line and exits 2. */
+export class ConfigError extends Error {}
+
+/** The `--help` text: every setting, its flag and its default. */
+export function helpText(): string {
+  const rows = SETTINGS.map((s) =>
+    `  ${(s.flag + " <v>").padEnd(32)} ${s.env.padEnd(30)} default ${
+      JSON.stringify(s.def)
+    }\n      ${s.help}`
+  );
+  return `ferry-server: an HTTP message broker\n\nUsage: deno task start [flags]\n\n` +
+    `Every setting is a flag or an environment variable; flags win.\n\n${rows.join("\n")}\n` +
+    `  --help                           print this text\n`;
+}
+
+/** Reads settings from the environment, then flags (`--port 7801` or `--port=7801`). */
+export function loadConfig(env: Record<string, string | undefined>, args: string[] = []): Config {
+  const c = defaultConfig();
+  const byFlag = new Map(SETTINGS.map((s) => [s.flag, s]));
+  try {
+    for (const s of SETTINGS) {
+      const v = env[s.env];
+      if (v !== undefined) s.apply(c, v);
+    }
+    for (let i = 0; i < args.length; i++) {
+      const arg = args[i]!;
+      const eq = arg.indexOf("=");
+      const flag = eq >= 0 ? arg.slice(0, eq) : arg;
+      const s = byFlag.get(flag);
+      if (!s) throw new Error(`unknown flag "${flag}" (see --help)`);
+      const v = eq >= 0 ? arg.slice(eq + 1) : args[++i];
+      if (v === undefined) throw new Error(`flag ${flag} needs a value`);
+      s.apply(c, v);
+    }
+  } catch (e) {
+    throw new ConfigError((e as Error).message);
+  }
+  return c;
+}

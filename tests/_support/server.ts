@@ -1,0 +1,108 @@
+/**
+ * Test support: a real broker on a loopback port, either in this process (fast, with a
+ * hand-driven clock if wanted) or as a child process (for SIGKILL and SIGTERM tests).
+ */
+
+import { Broker } from "../../lib/broker.ts";
+import { type Config, defaultConfig } from "../../lib/config.ts";
+import { createHandler } from "../../routes/app.ts";
+
+export interface InProcessBroker {
+  url: string;
+  broker: Broker;
+  dataDir: string;
+  /** Stops the server, closes the broker, removes the data dir unless keepData. */
+  close(opts?: { keepData?: boolean }): Promise<void>;
+}
+
+/** Starts a broker and Deno.serve on 127.0.0.1:0 in this process, with a temp data dir. */
+export async function startBroker(
+  overrides: Partial<Config> = {},
+  opts: { clock?: () => number } = {},
+): Promise<InProcessBroker> {
+  const dataDir = overrides.dataDir ?? await Deno.makeTempDir({ prefix: "ferry-test-" });
+  const config = defaultConfig({ port: 0, logLevel: "error", ...overrides, dataDir });
+  const broker = await Broker.open(config, { clock: opts.clock });
+  const handler = createHandler(broker);
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, handler);
+  const url = `http://127.0.0.1:${server.addr.port}`;
+  return {
+    url,
+    broker,
+    dataDir,
+    async close(o = {}) {
+      await server.shutdown();
+      await broker.close();
+      if (!o.keepData && dataDir !== ":memory:") await Deno.remove(dataDir, { recursive: true });
+    },
+  };
+}
+
+export interface ChildBroker {
+  url: string;
+  port: number;
+  dataDir: string;
+  process: Deno.ChildProcess;
+  /** Every stderr line the child has printed so far. */
+  logs: string[];
+  /** Resolves with the exit status. */
+  exited: Promise<Deno.CommandStatus>;
+  kill(signal?: Deno.Signal): void;
+}
+
+/**
+ * Spawns `main.ts` as its own process on a free port and resolves once it logs "listening".
+ * The caller kills it; the data dir is the caller's too.
+ */
+export async function spawnBroker(
+  opts: { dataDir: string; env?: Record<string, string>; args?: string[] },
+): Promise<ChildBroker> {
+  const mainTs = new URL("../../main.ts", import.meta.url).pathname;
+  const process = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", mainTs, "--port", "0", "--data-dir", opts.dataDir, ...(opts.args ?? [])],
+    env: { NO_COLOR: "1", ...opts.env },
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const logs: string[] = [];
+  let resolveListen!: (port: number) => void;
+  let rejectListen!: (e: Error) => void;
+  const listening = new Promise<number>((res, rej) => {
+    resolveListen = res;
+    rejectListen = rej;
+  });
+  const exited = process.status;
+  (async () => {
+    const lines = process.stderr.pipeThrough(new TextDecoderStream());
+    let buf = "";
+    for await (const chunk of lines) {
+      buf += chunk;
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        logs.push(line);
+        try {
+          const rec = JSON.parse(line);
+          if (rec.msg === "listening") resolveListen(rec.port);
+        } catch { /* not JSON */ }
+      }
+    }
+    rejectListen(new Error(`broker exited before listening:\n${logs.join("\n")}`));
+  })();
+  const port = await listening;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    dataDir: opts.dataDir,
+    process,
+    logs,
+    exited,
+    kill(signal: Deno.Signal = "SIGKILL") {
+      try {
+        process.kill(signal);
+      } catch { /* already gone */ }
+    },
+  };
+}
