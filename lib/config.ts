@@ -112,7 +112,9 @@ export const SETTINGS: readonly Setting[] = [
     def: "127.0.0.1",
     help: "listen address (0.0.0.0 to expose)",
     apply: (c, v) => {
-      if (!/^[0-9A-Za-z.:\-\[\]]+$/.test(v)) throw new Error(`BROKER_HOST is not an address: "${v}"`);
+      if (!/^[0-9A-Za-z.:\-\[\]]+$/.test(v)) {
+        throw new Error(`BROKER_HOST is not an address: "${v}"`);
+      }
       c.host = v;
     },
   },

@@ -1,0 +1,906 @@
+/**
+ * @module The facade routes call: topics, publish, consume, ack, requeue, redrive, groups,
+ * purge and delete, the sweep that moves time forward, drain, and start-up replay.
+ * Every operation decides and mutates synchronously, then awaits only the WAL.
+ */
+
+import { createHash } from "node:crypto";
+import { type Config, DLQ_SUFFIX, IDEMPOTENCY_WINDOW_MS, MAX_PEEK, VERSION } from "./config.ts";
+import { deadLetter, dlqName, exhausted, redrive } from "./dead_letter.ts";
+import { BrokerError } from "./errors.ts";
+import type { Group, Waiter } from "./group.ts";
+import { Heap } from "./heap.ts";
+import { type Logger, silentLogger } from "./log.ts";
+import {
+  type Delivery,
+  matchesFilter,
+  type MessageJson,
+  messageJson,
+  NORMAL,
+  PRIORITIES,
+  State,
+  type StoredMessage,
+} from "./message.ts";
+import { checkName } from "./names.ts";
+import { DEFAULT_GROUP, Topic, type TopicSettings } from "./topic.ts";
+import { uuidv7 } from "./uuid.ts";
+import { FileWal, MemoryWal, replayFile, type Wal } from "./wal.ts";
+import { type Policy, type PublishRecord, RecordType } from "./wal_record.ts";
+
+/** How often the sweep runs when the broker keeps its own time. */
+export const TICK_MS = 10;
+
+/** What a publisher may set on a message. */
+export interface PublishOptions {
+  ttlMs?: number;
+  delayMs?: number;
+  priority?: number;
+  idempotencyKey?: string;
+  /** `X-MQ-*` headers as [name, value, ...], names lower-cased. */
+  headers?: string[];
+}
+
+/** The answer to a publish (CONTRACT "Success answers"). */
+export interface PublishResult {
+  id: string;
+  topic: string;
+  timestamp: string;
+  priority: string;
+  deduplicated: boolean;
+  visible_at?: string;
+  expires_at?: string;
+}
+
+/** What a consumer asks for. */
+export interface ConsumeOptions {
+  group?: string;
+  limit?: number;
+  timeoutMs?: number;
+  autoAck?: boolean;
+  peek?: boolean;
+  filterKey?: string;
+  filterVal?: string;
+  visibilityMs?: number;
+  /** Fires when the client goes away; a parked consume then leaves the queue. */
+  signal?: AbortSignal;
+}
+
+export interface TopicOptions {
+  policy?: Policy;
+  retainMs?: number;
+  visibilityMs?: number;
+  maxMessages?: number;
+}
+
+/** Options of Broker.open. */
+export interface OpenOptions {
+  clock?: () => number;
+  log?: Logger;
+  /** Run the sweep on a timer (default: yes unless a clock is given). */
+  tick?: boolean;
+  onFsync?: (seconds: number) => void;
+}
+
+interface TimedWaiter extends Waiter {
+  topic: Topic;
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+/** The broker: a registry of topics and the operations on them. */
+export class Broker {
+  readonly topics = new Map<string, Topic>();
+  readonly startedAt: number;
+  readonly now: () => number;
+  readonly log: Logger;
+  draining = false;
+  #waiterDeadlines = new Heap<TimedWaiter>();
+  #deleting = new Map<string, Promise<void>>();
+  #compacting = new Set<Topic>();
+  #ticker: ReturnType<typeof setInterval> | undefined;
+  #closed = false;
+  #onFsync: ((seconds: number) => void) | undefined;
+  /** Totals over every topic since start-up, including deleted ones. */
+  readonly totals = {
+    published: 0,
+    delivered: 0,
+    acked: 0,
+    requeued: 0,
+    deadLettered: 0,
+    expired: 0,
+  };
+
+  private constructor(readonly config: Config, opts: OpenOptions) {
+    this.now = opts.clock ?? Date.now;
+    this.log = opts.log ?? silentLogger;
+    this.startedAt = this.now();
+    this.#onFsync = opts.onFsync;
+  }
+
+  /** Opens the data dir, replays every WAL file, and starts the sweep timer. */
+  static async open(config: Config, opts: OpenOptions = {}): Promise<Broker> {
+    const broker = new Broker(config, opts);
+    await broker.#recover();
+    if (opts.tick ?? !opts.clock) {
+      broker.#ticker = setInterval(() => broker.sweep(broker.now()), TICK_MS);
+    }
+    return broker;
+  }
+
+  get version(): string {
+    return VERSION;
+  }
+
+  /** False once any WAL write has failed: the node must not be trusted with writes. */
+  get healthy(): boolean {
+    for (const t of this.topics.values()) if (t.wal.failed) return false;
+    return true;
+  }
+
+  // ---- topics ------------------------------------------------------------------------------
+
+  /** The topic, or undefined. Never creates. */
+  findTopic(name: string): Topic | undefined {
+    return this.topics.get(name);
+  }
+
+  /** The topic, created with default settings when missing. */
+  getTopic(name: string): Topic {
+    return this.topics.get(name) ?? this.#create(name, {});
+  }
+
+  #countsTowardLimit(name: string): boolean {
+    return !name.endsWith(DLQ_SUFFIX);
+  }
+
+  #create(name: string, opts: TopicOptions): Topic {
+    checkName(name, "topic");
+    if (this.#countsTowardLimit(name)) {
+      let n = 0;
+      for (const t of this.topics.keys()) if (this.#countsTowardLimit(t)) n++;
+      if (n >= this.config.maxTopics) {
+        throw new BrokerError(
+          "topic_limit_reached",
+          `Cannot create topic "${name}": the broker holds ${n} topics (BROKER_MAX_TOPICS=${this.config.maxTopics})`,
+        );
+      }
+    }
+    const now = this.now();
+    const settings: TopicSettings = {
+      policy: opts.policy ?? "reject",
+      retainMs: opts.retainMs ?? 0,
+      visibilityMs: opts.visibilityMs ?? 0,
+      maxMessages: opts.maxMessages ?? 0,
+      createdAt: now,
+    };
+    const topic = new Topic(name, settings, this.#openWal(name, 0));
+    this.topics.set(name, topic);
+    topic.commit({ type: RecordType.Meta, seq: topic.nextSeq(), ...settings }, now)
+      .catch(() => {}); // a failed write marks the WAL failed; later writes report it
+    return topic;
+  }
+
+  #openWal(name: string, size: number): Wal {
+    if (this.config.dataDir === ":memory:") return new MemoryWal();
+    return new FileWal(`${this.config.dataDir}/${name}.wal`, this.config.dataDir, size, {
+      fsync: this.config.fsync,
+      log: this.log,
+      onFsync: this.#onFsync,
+      after: this.#deleting.get(name),
+    });
+  }
+
+  /** Creates a topic in advance; 409 when it exists. */
+  createTopic(name: string, opts: TopicOptions): Promise<Topic> {
+    this.#gate();
+    checkName(name, "topic");
+    if (this.topics.has(name)) {
+      throw new BrokerError("already_exists", `Cannot create topic "${name}": it already exists`);
+    }
+    const topic = this.#create(name, opts);
+    return topic.wal.barrier().then(() => topic);
+  }
+
+  /** Settings of a topic with the broker defaults filled in. */
+  effective(topic: Topic): { visibilityMs: number; maxMessages: number } {
+    return {
+      visibilityMs: topic.settings.visibilityMs || this.config.visibilityMs,
+      maxMessages: topic.settings.maxMessages || this.config.maxQueue,
+    };
+  }
+
+  // ---- publish -----------------------------------------------------------------------------
+
+  /** Stores a message; resolves once durable (per BROKER_FSYNC). */
+  async publish(
+    name: string,
+    payload: Uint8Array,
+    opts: PublishOptions = {},
+  ): Promise<PublishResult> {
+    this.#gate();
+    if (payload.length === 0) {
+      throw new BrokerError("empty_body", `Cannot publish to "${name}": the body is empty`);
+    }
+    const topic = this.getTopic(name);
+    const now = this.now();
+    const key = opts.idempotencyKey;
+    if (key !== undefined) {
+      const seen = topic.keys.get(key);
+      if (seen && seen.at + IDEMPOTENCY_WINDOW_MS > now) {
+        await topic.wal.barrier(); // the original is durable before we point at it
+        const orig = topic.messages.get(seen.id);
+        return {
+          id: seen.id,
+          topic: name,
+          timestamp: iso(seen.at),
+          priority: PRIORITIES[orig?.priority ?? opts.priority ?? NORMAL]!,
+          deduplicated: true,
+        };
+      }
+    }
+    const { maxMessages } = this.effective(topic);
+    if (topic.messages.size >= maxMessages) {
+      if (topic.settings.policy === "reject") {
+        throw new BrokerError(
+          "queue_full",
+          `Cannot publish to "${name}": queue holds ${topic.messages.size} messages (limit ${maxMessages})`,
+        );
+      }
+      this.#dropOldest(topic, topic.messages.size - maxMessages + 1, now);
+    }
+    const ttl = opts.ttlMs || topic.settings.retainMs;
+    const record: PublishRecord = {
+      type: RecordType.Publish,
+      seq: topic.nextSeq(),
+      id: uuidv7(now),
+      timestamp: now,
+      priority: opts.priority ?? NORMAL,
+      expiresAt: ttl ? now + ttl : 0,
+      redriveCount: 0,
+      idemKey: key,
+      reason: undefined,
+      origin: undefined,
+      headers: opts.headers?.length ? opts.headers : undefined,
+      deliveries: undefined,
+      dueAt: opts.delayMs ? now + opts.delayMs : 0,
+      payload,
+    };
+    const durable = topic.commit(record, now);
+    topic.counters.published++;
+    this.totals.published++;
+    const msg = topic.messages.get(record.id);
+    if (msg) {
+      for (const fn of topic.listeners) fn(msg);
+    }
+    if (!record.dueAt) this.#wakeAll(topic, now);
+    await durable;
+    const result: PublishResult = {
+      id: record.id,
+      topic: name,
+      timestamp: iso(now),
+      priority: PRIORITIES[record.priority]!,
+      deduplicated: false,
+    };
+    if (record.dueAt) result.visible_at = iso(record.dueAt);
+    if (record.expiresAt) result.expires_at = iso(record.expiresAt);
+    return result;
+  }
+
+  #dropOldest(topic: Topic, n: number, now: number): void {
+    const ids: string[] = [];
+    for (const id of topic.messages.keys()) {
+      if (ids.length >= n) break;
+      ids.push(id);
+    }
+    topic.commit({ type: RecordType.Remove, seq: topic.nextSeq(), ids }, now).catch(() => {});
+    this.log.debug("dropped oldest messages", { topic: topic.name, count: ids.length });
+  }
+
+  /** SHA-256 of a payload, hex: the key of `idempotency=auto`. */
+  static autoKey(payload: Uint8Array): string {
+    return createHash("sha256").update(payload).digest("hex");
+  }
+
+  /**
+   * Hands an ephemeral message to every consumer parked on the topic at this instant, and to
+   * live listeners. Nothing is stored. Returns how many received it.
+   */
+  broadcast(name: string, payload: Uint8Array, opts: PublishOptions = {}): number {
+    this.#gate();
+    if (payload.length === 0) {
+      throw new BrokerError("empty_body", `Cannot broadcast to "${name}": the body is empty`);
+    }
+    checkName(name, "topic");
+    const topic = this.topics.get(name);
+    if (!topic) return 0;
+    const now = this.now();
+    const msg: StoredMessage = {
+      id: uuidv7(now),
+      seq: 0,
+      timestamp: now,
+      payload,
+      priority: opts.priority ?? NORMAL,
+      expiresAt: 0,
+      headers: opts.headers?.length ? opts.headers : undefined,
+      idemKey: undefined,
+      redriveCount: 0,
+      origin: undefined,
+      reason: undefined,
+      size: 0,
+      pending: 0,
+    };
+    let n = 0;
+    for (const g of topic.groups.values()) {
+      const waiters = g.waiters;
+      g.waiters = [];
+      for (const w of waiters) {
+        if (w.done || (w.filter && !w.filter(payload))) {
+          if (!w.done) g.waiters.push(w);
+          continue;
+        }
+        w.done = true;
+        const d: Delivery = {
+          msg,
+          state: State.Done,
+          retryCount: 0,
+          dueAt: 0,
+          leaseUntil: 0,
+          lease: 0,
+          reason: undefined,
+        };
+        w.settle([d]);
+        n++;
+      }
+    }
+    for (const fn of topic.listeners) {
+      fn(msg);
+      n++;
+    }
+    return n;
+  }
+
+  // ---- consume -----------------------------------------------------------------------------
+
+  /** Takes (or peeks at) up to `limit` messages, long-polling up to `timeoutMs` when empty. */
+  async consume(name: string, opts: ConsumeOptions = {}): Promise<MessageJson[]> {
+    this.#gate();
+    checkName(name, "topic");
+    const groupName = opts.group ?? DEFAULT_GROUP;
+    if (groupName) checkName(groupName, "group");
+    const timeoutMs = opts.timeoutMs ?? 0;
+    let topic = this.topics.get(name);
+    if (!topic) {
+      if (!timeoutMs) return [];
+      topic = this.getTopic(name); // a consumer may wait for a topic's first message
+    }
+    const g = this.#getGroup(topic, groupName);
+    const now = this.now();
+    const limit = opts.limit ?? 1;
+    const filter = opts.filterKey ? filterFn(opts.filterKey, opts.filterVal) : undefined;
+    const visibilityMs = opts.visibilityMs ?? this.effective(topic).visibilityMs;
+    const peek = opts.peek ?? false;
+    let taken = this.#take(topic, g, limit, filter, peek, visibilityMs, now);
+    if (!taken.length && timeoutMs > 0) {
+      taken = await this.#park(
+        topic,
+        g,
+        limit,
+        filter,
+        peek,
+        visibilityMs,
+        now + timeoutMs,
+        opts.signal,
+      );
+    }
+    if (!taken.length) return [];
+    const out = taken.map((d) =>
+      messageJson(name, d.msg, d.retryCount, groupName || (d.msg.origin ?? ""), d.reason)
+    );
+    if (opts.autoAck && !peek && taken[0]!.state !== State.Done) {
+      const live = this.topics.get(name) === topic;
+      if (live) await this.#ack(topic, g, taken.map((d) => d.msg.id), this.now()).durable;
+    }
+    return out;
+  }
+
+  #getGroup(topic: Topic, name: string): Group {
+    let g = topic.groups.get(name);
+    if (!g) {
+      const now = this.now();
+      topic.commit({ type: RecordType.Group, seq: topic.nextSeq(), name, createdAt: now }, now)
+        .catch(() => {});
+      g = topic.groups.get(name)!;
+    }
+    return g;
+  }
+
+  #take(
+    topic: Topic,
+    g: Group,
+    limit: number,
+    filter: ((p: Uint8Array) => boolean) | undefined,
+    peek: boolean,
+    visibilityMs: number,
+    now: number,
+  ): Delivery[] {
+    const taken = g.take(limit, filter, (d) => topic.expireIfDue(d.msg, now), peek);
+    if (!peek) {
+      for (const d of taken) g.lease(d, now + visibilityMs);
+      topic.counters.delivered += taken.length;
+      this.totals.delivered += taken.length;
+    }
+    return taken;
+  }
+
+  #park(
+    topic: Topic,
+    g: Group,
+    limit: number,
+    filter: ((p: Uint8Array) => boolean) | undefined,
+    peek: boolean,
+    visibilityMs: number,
+    deadline: number,
+    signal: AbortSignal | undefined,
+  ): Promise<Delivery[]> {
+    return new Promise((resolve) => {
+      const w: TimedWaiter = {
+        topic,
+        group: g,
+        limit,
+        peek,
+        filter,
+        deadline,
+        visibilityMs,
+        done: false,
+        settle: (ds) => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve(ds);
+        },
+      };
+      const onAbort = () => {
+        if (w.done) return;
+        w.done = true;
+        resolve([]);
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      g.waiters.push(w);
+      this.#waiterDeadlines.push(deadline, w);
+    });
+  }
+
+  /** Serves parked consumers of every group from what is ready now. */
+  #wakeAll(topic: Topic, now: number): void {
+    for (const g of topic.groups.values()) if (g.waiters.length) this.#wake(topic, g, now);
+  }
+
+  #wake(topic: Topic, g: Group, now: number): void {
+    while (g.waiters.length && g.readyCount > 0) {
+      let served = false;
+      for (let i = 0; i < g.waiters.length; i++) {
+        const w = g.waiters[i]!;
+        if (w.done) {
+          g.waiters.splice(i--, 1);
+          continue;
+        }
+        const taken = this.#take(topic, g, w.limit, w.filter, w.peek, w.visibilityMs, now);
+        if (!taken.length) continue;
+        g.waiters.splice(i, 1);
+        w.done = true;
+        w.settle(taken);
+        served = true;
+        break;
+      }
+      if (!served) break;
+    }
+  }
+
+  /** Up to MAX_PEEK messages of the default group, in delivery order, without taking them. */
+  peek(name: string, limit = MAX_PEEK): MessageJson[] {
+    this.#gate();
+    checkName(name, "queue");
+    const topic = this.topics.get(name);
+    if (!topic) return [];
+    const now = this.now();
+    const g = topic.defaultGroup;
+    return this.#take(topic, g, Math.min(limit, MAX_PEEK), undefined, true, 0, now)
+      .map((d) => messageJson(name, d.msg, d.retryCount, d.msg.origin ?? "", d.reason));
+  }
+
+  // ---- ack, requeue, touch -----------------------------------------------------------------
+
+  /** Acks ids for a group; returns which were held and the durability promise. */
+  ack(
+    name: string,
+    group: string,
+    ids: string[],
+  ): Promise<{ acked: string[]; notFound: string[] }> {
+    this.#gate();
+    checkName(name, "topic");
+    if (group) checkName(group, "group");
+    const topic = this.topics.get(name);
+    const g = topic?.groups.get(group);
+    if (!topic || !g) return Promise.resolve({ acked: [], notFound: [...new Set(ids)] });
+    const { acked, notFound, durable } = this.#ack(topic, g, ids, this.now());
+    return durable.then(() => ({ acked, notFound }));
+  }
+
+  #ack(topic: Topic, g: Group, ids: string[], now: number) {
+    const acked: string[] = [];
+    const notFound: string[] = [];
+    const seen = new Set<string>();
+    for (const id of ids) {
+      if (seen.has(id)) continue;
+      seen.add(id);
+      (g.byId.has(id) ? acked : notFound).push(id);
+    }
+    let durable: Promise<unknown> = Promise.resolve();
+    if (acked.length) {
+      durable = topic.commit({
+        type: RecordType.Ack,
+        seq: topic.nextSeq(),
+        group: g.name,
+        ids: acked,
+      }, now);
+      topic.counters.acked += acked.length;
+      this.totals.acked += acked.length;
+    }
+    return { acked, notFound, durable };
+  }
+
+  #inFlight(name: string, group: string, id: string, action: string) {
+    checkName(name, "topic");
+    if (group) checkName(group, "group");
+    const topic = this.topics.get(name);
+    const g = topic?.groups.get(group);
+    const d = g?.byId.get(id);
+    if (!topic || !g || !d || d.state !== State.InFlight) {
+      const where = group ? `"${name}" group "${group}"` : `"${name}"`;
+      throw new BrokerError(
+        "message_not_found",
+        `Cannot ${action} message "${id}" in ${where}: no such message is in flight`,
+      );
+    }
+    return { topic, g, d };
+  }
+
+  /** Puts an in-flight message back (or into the DLQ after MAX_ATTEMPTS). */
+  async requeue(
+    name: string,
+    group: string,
+    id: string,
+    opts: { delayMs?: number; reason?: string } = {},
+  ): Promise<{ id: string; topic: string; retry_count: number; status: string; queue: string }> {
+    this.#gate();
+    const { topic, g, d } = this.#inFlight(name, group, id, "requeue");
+    const now = this.now();
+    const retry = d.retryCount + 1;
+    topic.counters.requeued++;
+    this.totals.requeued++;
+    if (exhausted(topic, retry)) {
+      const dlq = this.getTopic(dlqName(name));
+      await this.#deadLetter(topic, g, d, dlq, retry, opts.reason, now);
+      return { id, topic: name, retry_count: retry, status: "dead_lettered", queue: dlq.name };
+    }
+    const dueAt = opts.delayMs ? now + opts.delayMs : 0;
+    const durable = topic.commit({
+      type: RecordType.Requeue,
+      seq: topic.nextSeq(),
+      group: g.name,
+      id,
+      retryCount: retry,
+      dueAt,
+      reason: opts.reason,
+    }, now);
+    if (!dueAt) this.#wake(topic, g, now);
+    await durable;
+    return { id, topic: name, retry_count: retry, status: "requeued", queue: name };
+  }
+
+  #deadLetter(
+    topic: Topic,
+    g: Group,
+    d: Delivery,
+    dlq: Topic,
+    retry: number,
+    reason: string | undefined,
+    now: number,
+  ): Promise<unknown> {
+    const done = deadLetter(topic, g, d, dlq, retry, reason, now);
+    this.totals.deadLettered++;
+    this.#wakeAll(dlq, now);
+    this.log.info("message dead-lettered", {
+      topic: topic.name,
+      group: g.name,
+      id: d.msg.id,
+      retry_count: retry,
+    });
+    return done;
+  }
+
+  /** Extends the lease of an in-flight message by `byMs` from now. */
+  touch(
+    name: string,
+    group: string,
+    id: string,
+    byMs: number,
+  ): { id: string; topic: string; visible_at: string } {
+    this.#gate();
+    const { g, d } = this.#inFlight(name, group, id, "touch");
+    const until = this.now() + byMs;
+    g.touch(d, until);
+    return { id, topic: name, visible_at: iso(until) };
+  }
+
+  // ---- dead letters, groups, purge, delete -------------------------------------------------
+
+  /** Moves `{topic}.dlq` back into `{topic}`; `queue` may name either. */
+  async redrive(queue: string): Promise<{ queue: string; source: string; moved: number }> {
+    this.#gate();
+    checkName(queue, "queue");
+    const base = queue.endsWith(DLQ_SUFFIX) ? queue.slice(0, -DLQ_SUFFIX.length) : queue;
+    checkName(base, "queue");
+    const source = dlqName(base);
+    const dlq = this.topics.get(source);
+    if (!dlq && !this.topics.has(base)) {
+      throw new BrokerError("not_found", `Cannot redrive "${base}": no such queue`);
+    }
+    if (!dlq || dlq.messages.size === 0) return { queue: base, source, moved: 0 };
+    const target = this.getTopic(base);
+    const now = this.now();
+    const room = Math.max(0, this.effective(target).maxMessages - target.messages.size);
+    const { moved, durable } = redrive(dlq, target, room, now);
+    this.#wakeAll(target, now);
+    await durable;
+    this.log.info("redrive", { topic: base, moved });
+    return { queue: base, source, moved };
+  }
+
+  /** Creates a named group that receives messages published from now on; 409 if it exists. */
+  async createGroup(
+    name: string,
+    group: string,
+  ): Promise<{ topic: string; group: string; created_at: string }> {
+    this.#gate();
+    checkName(name, "topic");
+    checkName(group, "group");
+    const topic = this.getTopic(name);
+    if (topic.groups.has(group)) {
+      throw new BrokerError(
+        "already_exists",
+        `Cannot create group "${group}" on "${name}": it already exists`,
+      );
+    }
+    const g = this.#getGroup(topic, group);
+    await topic.wal.barrier();
+    return { topic: name, group, created_at: iso(g.createdAt) };
+  }
+
+  /** Named groups of a topic. */
+  listGroups(name: string): { topic: string; group: string; created_at: string }[] {
+    this.#gate();
+    checkName(name, "topic");
+    const topic = this.topics.get(name);
+    if (!topic) {
+      throw new BrokerError("not_found", `Cannot list groups of "${name}": no such topic`);
+    }
+    return [...topic.groups.values()].filter((g) => g.name !== DEFAULT_GROUP)
+      .map((g) => ({ topic: name, group: g.name, created_at: iso(g.createdAt) }));
+  }
+
+  /** Empties a topic (groups and settings stay) and shrinks its WAL file. */
+  async purge(name: string): Promise<{ queue: string; purged: number }> {
+    this.#gate();
+    checkName(name, "queue");
+    const topic = this.topics.get(name);
+    if (!topic) throw new BrokerError("not_found", `Cannot purge "${name}": no such queue`);
+    const purged = topic.messages.size;
+    const now = this.now();
+    await topic.commit({ type: RecordType.Purge, seq: topic.nextSeq() }, now);
+    await this.#compact(topic);
+    this.log.info("purged", { topic: name, purged });
+    return { queue: name, purged };
+  }
+
+  /** Deletes a topic and its WAL file; parked consumers get an empty answer. */
+  async deleteTopic(name: string): Promise<{ queue: string; deleted: boolean }> {
+    this.#gate();
+    checkName(name, "queue");
+    const topic = this.topics.get(name);
+    if (!topic) throw new BrokerError("not_found", `Cannot delete "${name}": no such queue`);
+    this.topics.delete(name);
+    this.#release(topic);
+    const gone = topic.wal.remove();
+    const guard = gone.catch(() => {}).finally(() => {
+      if (this.#deleting.get(name) === guard) this.#deleting.delete(name);
+    });
+    this.#deleting.set(name, guard);
+    await gone;
+    this.log.info("deleted", { topic: name });
+    return { queue: name, deleted: true };
+  }
+
+  #release(topic: Topic): void {
+    for (const w of topic.waiters()) {
+      if (w.done) continue;
+      w.done = true;
+      w.settle([]);
+    }
+    for (const g of topic.groups.values()) g.waiters = [];
+  }
+
+  // ---- time --------------------------------------------------------------------------------
+
+  /** Moves time to `now`: delays, TTLs, leases, idempotency keys, long-poll timeouts, compaction. */
+  sweep(now: number): void {
+    for (const topic of this.topics.values()) {
+      while (topic.expiry.peekKey() <= now) topic.expireIfDue(topic.expiry.pop()!, now);
+      for (const g of topic.groups.values()) {
+        for (const d of g.endedLeases(now)) this.#leaseEnded(topic, g, d, now);
+        g.promoteDue(now);
+        if (g.waiters.length && g.readyCount) this.#wake(topic, g, now);
+      }
+      if (topic.keys.size) topic.expireKeys(now);
+      this.#maybeCompact(topic);
+    }
+    while (this.#waiterDeadlines.peekKey() <= now) {
+      const w = this.#waiterDeadlines.pop()!;
+      if (w.done) continue;
+      w.done = true;
+      const list = w.group.waiters;
+      const i = list.indexOf(w);
+      if (i >= 0) list.splice(i, 1);
+      w.settle([]);
+    }
+  }
+
+  #leaseEnded(topic: Topic, g: Group, d: Delivery, now: number): void {
+    if (topic.dropExpiredInFlight(g, d, now)) return;
+    const retry = d.retryCount + 1;
+    const reason = "visibility timeout";
+    topic.counters.requeued++;
+    this.totals.requeued++;
+    let done: Promise<unknown>;
+    if (exhausted(topic, retry)) {
+      done = this.#deadLetter(topic, g, d, this.getTopic(dlqName(topic.name)), retry, reason, now);
+    } else {
+      done = topic.commit({
+        type: RecordType.Requeue,
+        seq: topic.nextSeq(),
+        group: g.name,
+        id: d.msg.id,
+        retryCount: retry,
+        dueAt: 0,
+        reason,
+      }, now);
+    }
+    done.catch((e) => this.log.error("lease end not recorded", { topic: topic.name, error: e }));
+  }
+
+  #maybeCompact(topic: Topic): void {
+    const { bytes } = topic.wal;
+    if (
+      bytes < this.config.compactMinBytes || this.#compacting.has(topic) ||
+      bytes < this.config.compactRatio * Math.max(topic.liveBytes, 1)
+    ) return;
+    this.#compact(topic).catch((e) =>
+      this.log.error("compaction failed", { topic: topic.name, error: e })
+    );
+  }
+
+  async #compact(topic: Topic): Promise<void> {
+    this.#compacting.add(topic);
+    const before = topic.wal.bytes;
+    const t0 = performance.now();
+    try {
+      await topic.wal.compact(() => topic.snapshot(this.now()));
+      this.log.debug("compacted", {
+        topic: topic.name,
+        bytes_before: before,
+        bytes_after: topic.wal.bytes,
+        duration_ms: Math.round(performance.now() - t0),
+      });
+    } finally {
+      this.#compacting.delete(topic);
+    }
+  }
+
+  // ---- lifecycle ---------------------------------------------------------------------------
+
+  #gate(): void {
+    if (this.draining) {
+      throw new BrokerError("draining", "The broker is draining; no new work is accepted");
+    }
+  }
+
+  /** Stops accepting work, answers parked consumers, and flushes every WAL. */
+  async drain(): Promise<void> {
+    this.draining = true;
+    for (const t of this.topics.values()) this.#release(t);
+    await Promise.allSettled([...this.topics.values()].map((t) => t.wal.barrier()));
+  }
+
+  /** Flushes and closes every WAL and stops the timer. Safe to call twice. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.draining = true;
+    if (this.#ticker !== undefined) clearInterval(this.#ticker);
+    for (const t of this.topics.values()) this.#release(t);
+    await Promise.allSettled([...this.#deleting.values()]);
+    await Promise.allSettled([...this.topics.values()].map((t) => t.wal.close()));
+  }
+
+  /** Replays every `<topic>.wal` in the data dir. */
+  async #recover(): Promise<void> {
+    const dir = this.config.dataDir;
+    if (dir === ":memory:") return;
+    const t0 = performance.now();
+    await Deno.mkdir(dir, { recursive: true });
+    const names: string[] = [];
+    for await (const e of Deno.readDir(dir)) {
+      if (!e.isFile) continue;
+      if (e.name.endsWith(".wal.compact")) {
+        await Deno.remove(`${dir}/${e.name}`); // an interrupted compaction; the .wal is intact
+        continue;
+      }
+      if (!e.name.endsWith(".wal")) continue;
+      const name = e.name.slice(0, -4);
+      try {
+        checkName(name, "topic");
+      } catch {
+        this.log.warn("ignoring a WAL file with an invalid topic name", { file: e.name });
+        continue;
+      }
+      names.push(name);
+    }
+    names.sort();
+    const now = this.now();
+    let records = 0, messages = 0;
+    for (const name of names) {
+      const topic = new Topic(name, {
+        policy: "reject",
+        retainMs: 0,
+        visibilityMs: 0,
+        maxMessages: 0,
+        createdAt: now,
+      }, new MemoryWal());
+      const path = `${dir}/${name}.wal`;
+      const result = await replayFile(path, (r, size) => {
+        if (r.type === RecordType.Publish) r.payload = r.payload.slice();
+        topic.apply(r, now, size);
+      }, this.log);
+      records += result.records;
+      if (result.validBytes === 0) {
+        // Empty or header-less: start the file afresh.
+        await Deno.remove(path);
+      }
+      topic.wal = this.#openWal(name, result.validBytes);
+      messages += topic.messages.size;
+      this.topics.set(name, topic);
+    }
+    this.recovery = {
+      topics: names.length,
+      messages,
+      records,
+      duration_ms: Math.round((performance.now() - t0) * 10) / 10,
+    };
+  }
+
+  /** What start-up replay found, for the start-up log line. */
+  recovery = { topics: 0, messages: 0, records: 0, duration_ms: 0 };
+
+  // ---- listing -----------------------------------------------------------------------------
+
+  /** Oldest message age, in seconds, of what a group holds. */
+  oldestAgeSeconds(g: Group, now: number): number {
+    const ts = g.oldestTimestamp();
+    return ts === undefined ? 0 : Math.max(0, (now - ts) / 1000);
+  }
+}
+
+/** A filter predicate over payloads (CONTRACT "Filters"). */
+export function filterFn(key: string, value: string | undefined): (p: Uint8Array) => boolean {
+  return (p) => matchesFilter(p, key, value);
+}

@@ -1,0 +1,96 @@
+/**
+ * @module Retry counting, moving a message to `{topic}.dlq`, and redrive back. A move writes
+ * the publish into the destination's WAL before the removal from the source's, so a crash in
+ * between leaves a duplicate (at-least-once), never a loss.
+ */
+
+import { DLQ_SUFFIX, MAX_ATTEMPTS } from "./config.ts";
+import type { Group } from "./group.ts";
+import type { Delivery } from "./message.ts";
+import { DEFAULT_GROUP, type Topic } from "./topic.ts";
+import { RecordType } from "./wal_record.ts";
+
+/** The dead-letter topic name of `topic`. */
+export function dlqName(topic: string): string {
+  return topic + DLQ_SUFFIX;
+}
+
+/** Whether one more attempt sends a delivery to the dead-letter queue. */
+export function exhausted(topic: Topic, retryCount: number): boolean {
+  return retryCount >= MAX_ATTEMPTS && !topic.isDeadLetter;
+}
+
+/** Moves one group's delivery into `dlq`, keeping its id, payload, headers and attempts. */
+export function deadLetter(
+  source: Topic,
+  g: Group,
+  d: Delivery,
+  dlq: Topic,
+  retryCount: number,
+  reason: string | undefined,
+  now: number,
+): Promise<unknown> {
+  const msg = d.msg;
+  const moved = dlq.commit({
+    type: RecordType.Publish,
+    seq: dlq.nextSeq(),
+    id: msg.id,
+    timestamp: msg.timestamp,
+    priority: msg.priority,
+    expiresAt: 0, // dead letters wait for inspection; the source's TTL no longer applies
+    redriveCount: msg.redriveCount,
+    idemKey: undefined,
+    reason: reason ?? d.reason,
+    origin: g.name === DEFAULT_GROUP ? undefined : g.name,
+    headers: msg.headers,
+    deliveries: [...dlq.groups.keys()].map((group) => ({ group, retryCount, dueAt: 0 })),
+    dueAt: 0,
+    payload: msg.payload,
+  }, now);
+  const removed = source.commit({
+    type: RecordType.Ack,
+    seq: source.nextSeq(),
+    group: g.name,
+    ids: [msg.id],
+  }, now);
+  source.counters.deadLettered++;
+  return Promise.all([moved, removed]);
+}
+
+/**
+ * Moves every message of `dlq` back to `target` with retry_count 0 and redrive_count + 1, to
+ * the group it came from (or every group), as far as `target` has room. Returns how many moved.
+ */
+export function redrive(
+  dlq: Topic,
+  target: Topic,
+  room: number,
+  now: number,
+): { moved: number; durable: Promise<unknown> } {
+  const ids: string[] = [];
+  const writes: Promise<void>[] = [];
+  for (const msg of dlq.messages.values()) {
+    if (ids.length >= room) break;
+    ids.push(msg.id);
+    writes.push(target.commit({
+      type: RecordType.Publish,
+      seq: target.nextSeq(),
+      id: msg.id,
+      timestamp: msg.timestamp,
+      priority: msg.priority,
+      expiresAt: 0,
+      redriveCount: msg.redriveCount + 1,
+      idemKey: undefined,
+      reason: undefined,
+      origin: undefined,
+      headers: msg.headers,
+      deliveries: msg.origin ? [{ group: msg.origin, retryCount: 0, dueAt: 0 }] : undefined,
+      dueAt: 0,
+      payload: msg.payload,
+    }, now));
+  }
+  if (ids.length) {
+    writes.push(dlq.commit({ type: RecordType.Remove, seq: dlq.nextSeq(), ids }, now));
+  }
+  return { moved: ids.length, durable: Promise.all(writes) };
+}

@@ -1,0 +1,202 @@
+/**
+ * @module A consumer group's own copy of a topic. Each delivery is in exactly one state:
+ * ready (in one of three priority FIFOs), delayed (in a heap by due time), in flight (leased,
+ * in a heap by lease end) or done. Stale heap and FIFO entries are skipped, never searched for.
+ */
+
+import { Deque } from "./deque.ts";
+import { Heap } from "./heap.ts";
+import { type Delivery, State, type StoredMessage } from "./message.ts";
+
+interface LeaseEntry {
+  d: Delivery;
+  lease: number;
+}
+
+/** Who waits in a long-poll: the topic hands it deliveries, or the sweep times it out. */
+export interface Waiter {
+  readonly group: Group;
+  readonly limit: number;
+  readonly peek: boolean;
+  readonly filter: ((payload: Uint8Array) => boolean) | undefined;
+  readonly deadline: number;
+  readonly visibilityMs: number;
+  done: boolean;
+  /** Called once, with what it got (empty on timeout, drain or topic deletion). */
+  settle(deliveries: Delivery[]): void;
+}
+
+/** One group's delivery state. The default group is named "". */
+export class Group {
+  readonly ready: [Deque<Delivery>, Deque<Delivery>, Deque<Delivery>] = [
+    new Deque(),
+    new Deque(),
+    new Deque(),
+  ];
+  readonly delayed = new Heap<Delivery>();
+  readonly leases = new Heap<LeaseEntry>();
+  readonly byId = new Map<string, Delivery>();
+  readyCount = 0;
+  delayedCount = 0;
+  inFlightCount = 0;
+  waiters: Waiter[] = [];
+
+  constructor(readonly name: string, readonly createdAt: number) {}
+
+  /** Messages this group still holds, in any state. */
+  get held(): number {
+    return this.byId.size;
+  }
+
+  /** Adds a new delivery of `msg`, ready now or delayed until `dueAt`. */
+  add(
+    msg: StoredMessage,
+    retryCount: number,
+    dueAt: number,
+    now: number,
+    reason?: string,
+  ): Delivery {
+    const d: Delivery = {
+      msg,
+      state: State.Ready,
+      retryCount,
+      dueAt,
+      leaseUntil: 0,
+      lease: 0,
+      reason,
+    };
+    this.byId.set(msg.id, d);
+    this.#enqueue(d, now);
+    return d;
+  }
+
+  #enqueue(d: Delivery, now: number): void {
+    if (d.dueAt > now) {
+      d.state = State.Delayed;
+      this.delayedCount++;
+      this.delayed.push(d.dueAt, d);
+    } else {
+      d.state = State.Ready;
+      this.readyCount++;
+      this.ready[d.msg.priority]!.push(d);
+    }
+  }
+
+  /** Ends a delivery whatever its state (ack, expiry, dead-lettering, purge). */
+  remove(d: Delivery): void {
+    this.#leave(d);
+    d.state = State.Done;
+    this.byId.delete(d.msg.id);
+  }
+
+  #leave(d: Delivery): void {
+    if (d.state === State.Ready) this.readyCount--;
+    else if (d.state === State.Delayed) this.delayedCount--;
+    else if (d.state === State.InFlight) this.inFlightCount--;
+  }
+
+  /** Puts a delivery back as a fresh entry (requeue, lease end); the old entries go stale. */
+  requeue(d: Delivery, retryCount: number, dueAt: number, now: number, reason?: string): Delivery {
+    this.remove(d);
+    const next = this.add(d.msg, retryCount, dueAt, now, reason ?? d.reason);
+    return next;
+  }
+
+  /** Leases a ready delivery until `until`. */
+  lease(d: Delivery, until: number): void {
+    this.#leave(d);
+    d.state = State.InFlight;
+    d.leaseUntil = until;
+    d.lease++;
+    this.inFlightCount++;
+    this.leases.push(until, { d, lease: d.lease });
+  }
+
+  /** Extends an in-flight lease. */
+  touch(d: Delivery, until: number): void {
+    d.leaseUntil = until;
+    d.lease++;
+    this.leases.push(until, { d, lease: d.lease });
+  }
+
+  /**
+   * Takes up to `limit` ready deliveries, highest priority first, FIFO within a priority.
+   * `isExpired` lets the topic drop expired messages met on the way. Filtered takes scan.
+   */
+  take(
+    limit: number,
+    filter: ((payload: Uint8Array) => boolean) | undefined,
+    isExpired: (d: Delivery) => boolean,
+    peek = false,
+  ): Delivery[] {
+    const out: Delivery[] = [];
+    for (const q of this.ready) {
+      if (!filter && !peek) {
+        while (out.length < limit) {
+          const d = q.shift();
+          if (!d) break;
+          if (d.state !== State.Ready || isExpired(d)) continue;
+          out.push(d);
+        }
+      } else {
+        for (let i = 0; i < q.length && out.length < limit;) {
+          const d = q.at(i)!;
+          if (d.state !== State.Ready || isExpired(d)) {
+            q.removeAt(i);
+            continue;
+          }
+          if (filter && !filter(d.msg.payload)) {
+            i++;
+            continue;
+          }
+          out.push(d);
+          if (peek) i++;
+          else q.removeAt(i);
+        }
+      }
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
+  /** Moves delayed deliveries whose time has come to ready; returns how many. */
+  promoteDue(now: number): number {
+    let n = 0;
+    while (this.delayed.peekKey() <= now) {
+      const d = this.delayed.pop()!;
+      if (d.state !== State.Delayed) continue;
+      this.delayedCount--;
+      d.state = State.Ready;
+      this.readyCount++;
+      this.ready[d.msg.priority]!.push(d);
+      n++;
+    }
+    return n;
+  }
+
+  /** In-flight deliveries whose lease has ended, removed from the lease heap. */
+  endedLeases(now: number): Delivery[] {
+    const out: Delivery[] = [];
+    while (this.leases.peekKey() <= now) {
+      const e = this.leases.pop()!;
+      if (e.d.state === State.InFlight && e.d.lease === e.lease) out.push(e.d);
+    }
+    return out;
+  }
+
+  /** Publish time of the oldest message this group holds, or undefined. */
+  oldestTimestamp(): number | undefined {
+    for (const d of this.byId.values()) return d.msg.timestamp;
+    return undefined;
+  }
+
+  /** Forgets every delivery (purge); waiters stay. */
+  clear(): void {
+    for (const d of this.byId.values()) d.state = State.Done;
+    this.byId.clear();
+    for (const q of this.ready) q.clear();
+    this.delayed.clear();
+    this.leases.clear();
+    this.readyCount = this.delayedCount = this.inFlightCount = 0;
+  }
+}

@@ -1,0 +1,325 @@
+/**
+ * @module One topic: its messages (stored once), its groups' delivery state, its idempotency
+ * keys and its WAL. Every durable change goes through a record and `apply()`, which replay
+ * uses too, so live state and recovered state cannot drift.
+ */
+
+import { DLQ_SUFFIX, IDEMPOTENCY_WINDOW_MS } from "./config.ts";
+import { Group, type Waiter } from "./group.ts";
+import { Heap } from "./heap.ts";
+import { type Delivery, State, type StoredMessage } from "./message.ts";
+import type { Wal } from "./wal.ts";
+import {
+  encodeRecord,
+  FRAME_HEADER_BYTES,
+  type Policy,
+  type PublishRecord,
+  RecordType,
+  type WalRecord,
+} from "./wal_record.ts";
+
+/** A topic's own settings, kept in its META record. 0 means "the broker default". */
+export interface TopicSettings {
+  policy: Policy;
+  retainMs: number;
+  visibilityMs: number;
+  maxMessages: number;
+  createdAt: number;
+}
+
+/** Counters since start-up, for /api/stats and /metrics. */
+export interface TopicCounters {
+  published: number;
+  delivered: number;
+  acked: number;
+  requeued: number;
+  deadLettered: number;
+  expired: number;
+}
+
+/** The default group's name. */
+export const DEFAULT_GROUP = "";
+
+export class Topic {
+  /** Sequence number of the last record applied. */
+  seq = 0;
+  readonly messages = new Map<string, StoredMessage>();
+  readonly groups = new Map<string, Group>();
+  readonly expiry = new Heap<StoredMessage>();
+  /** Idempotency keys in publish order: key → message id and time seen. */
+  readonly keys = new Map<string, { id: string; at: number }>();
+  /** WAL bytes of the records that still matter (messages held, keys, groups). */
+  liveBytes = 0;
+  readonly counters: TopicCounters = {
+    published: 0,
+    delivered: 0,
+    acked: 0,
+    requeued: 0,
+    deadLettered: 0,
+    expired: 0,
+  };
+  /** Live listeners (SSE, WebSocket spies): called with every message applied live. */
+  readonly listeners = new Set<(msg: StoredMessage) => void>();
+  readonly isDeadLetter: boolean;
+
+  constructor(readonly name: string, public settings: TopicSettings, public wal: Wal) {
+    this.isDeadLetter = name.endsWith(DLQ_SUFFIX);
+    this.groups.set(DEFAULT_GROUP, new Group(DEFAULT_GROUP, settings.createdAt));
+  }
+
+  get defaultGroup(): Group {
+    return this.groups.get(DEFAULT_GROUP)!;
+  }
+
+  /** The next record's sequence number; records are numbered in the order they are written. */
+  nextSeq(): number {
+    return this.seq + 1;
+  }
+
+  /** Encodes, appends and applies a record; resolves when it is durable. */
+  commit(record: WalRecord, now: number): Promise<void> {
+    const frame = encodeRecord(record);
+    const durable = this.wal.append(frame);
+    this.apply(record, now, frame.length);
+    return durable;
+  }
+
+  /** Applies one record to memory: the only way durable state changes, live or at replay. */
+  apply(r: WalRecord, now: number, size: number): void {
+    this.seq = r.seq;
+    switch (r.type) {
+      case RecordType.Meta:
+        this.settings = {
+          policy: r.policy,
+          retainMs: r.retainMs,
+          visibilityMs: r.visibilityMs,
+          maxMessages: r.maxMessages,
+          createdAt: r.createdAt,
+        };
+        break;
+      case RecordType.Publish:
+        this.#applyPublish(r, now, size);
+        break;
+      case RecordType.Group:
+        if (!this.groups.has(r.name)) this.groups.set(r.name, new Group(r.name, r.createdAt));
+        this.liveBytes += size;
+        break;
+      case RecordType.Ack: {
+        const g = this.groups.get(r.group);
+        if (!g) break;
+        for (const id of r.ids) {
+          const d = g.byId.get(id);
+          if (d) this.#release(g, d);
+        }
+        break;
+      }
+      case RecordType.Requeue: {
+        const g = this.groups.get(r.group);
+        const d = g?.byId.get(r.id);
+        if (g && d) g.requeue(d, r.retryCount, r.dueAt, now, r.reason);
+        break;
+      }
+      case RecordType.Remove:
+        for (const id of r.ids) {
+          const msg = this.messages.get(id);
+          if (msg) this.#drop(msg);
+        }
+        break;
+      case RecordType.Key:
+        if (r.at + IDEMPOTENCY_WINDOW_MS > now) {
+          this.keys.set(r.key, { id: r.id, at: r.at });
+          this.liveBytes += size;
+        }
+        break;
+      case RecordType.Purge:
+        for (const g of this.groups.values()) g.clear();
+        for (const msg of this.messages.values()) this.liveBytes -= msg.size;
+        this.messages.clear();
+        this.expiry.clear();
+        break;
+    }
+  }
+
+  #applyPublish(r: PublishRecord, now: number, size: number): void {
+    if (r.idemKey && r.timestamp + IDEMPOTENCY_WINDOW_MS > now) {
+      this.keys.set(r.idemKey, { id: r.id, at: r.timestamp });
+    }
+    if (r.expiresAt && r.expiresAt <= now) return; // expired while the broker was down
+    let msg = this.messages.get(r.id);
+    if (!msg) {
+      msg = {
+        id: r.id,
+        seq: r.seq,
+        timestamp: r.timestamp,
+        payload: r.payload,
+        priority: r.priority,
+        expiresAt: r.expiresAt,
+        headers: r.headers,
+        idemKey: r.idemKey,
+        redriveCount: r.redriveCount,
+        origin: r.origin,
+        reason: r.reason,
+        size,
+        pending: 0,
+      };
+      this.messages.set(r.id, msg);
+      this.liveBytes += size;
+      if (msg.expiresAt) this.expiry.push(msg.expiresAt, msg);
+    }
+    if (r.deliveries) {
+      for (const spec of r.deliveries) {
+        let g = this.groups.get(spec.group);
+        if (!g) this.groups.set(spec.group, g = new Group(spec.group, r.timestamp));
+        if (g.byId.has(r.id)) continue;
+        g.add(msg, spec.retryCount, spec.dueAt, now, r.reason);
+        msg.pending++;
+      }
+    } else {
+      for (const g of this.groups.values()) {
+        if (g.byId.has(r.id)) continue;
+        g.add(msg, 0, r.dueAt, now, r.reason);
+        msg.pending++;
+      }
+    }
+    if (msg.pending === 0) this.#forget(msg);
+  }
+
+  /** A group is done with a delivery; the message leaves memory when no group holds it. */
+  #release(g: Group, d: Delivery): void {
+    g.remove(d);
+    if (--d.msg.pending === 0) this.#forget(d.msg);
+  }
+
+  /** Removes a message from every group. */
+  #drop(msg: StoredMessage): void {
+    for (const g of this.groups.values()) {
+      const d = g.byId.get(msg.id);
+      if (d) g.remove(d);
+    }
+    msg.pending = 0;
+    this.#forget(msg);
+  }
+
+  #forget(msg: StoredMessage): void {
+    if (this.messages.get(msg.id) === msg) {
+      this.messages.delete(msg.id);
+      this.liveBytes -= msg.size;
+    }
+  }
+
+  /** True (and the message dropped from every group) when its TTL has passed. */
+  expireIfDue(msg: StoredMessage, now: number): boolean {
+    if (!msg.expiresAt || msg.expiresAt > now || !this.messages.has(msg.id)) return false;
+    // An in-flight copy keeps its lease: the consumer may still ack it. It goes when the lease ends.
+    let inFlight = false;
+    for (const g of this.groups.values()) {
+      const d = g.byId.get(msg.id);
+      if (!d) continue;
+      if (d.state === State.InFlight) inFlight = true;
+      else {
+        g.remove(d);
+        msg.pending--;
+      }
+    }
+    if (!inFlight) {
+      this.#forget(msg);
+      this.counters.expired++;
+    }
+    return true;
+  }
+
+  /** Ends a lease whose message has expired meanwhile; true when it did. */
+  dropExpiredInFlight(g: Group, d: Delivery, now: number): boolean {
+    if (!d.msg.expiresAt || d.msg.expiresAt > now) return false;
+    this.#release(g, d);
+    if (!this.messages.has(d.msg.id)) this.counters.expired++;
+    return true;
+  }
+
+  /** Gets a group, or undefined. */
+  findGroup(name: string): Group | undefined {
+    return this.groups.get(name);
+  }
+
+  /** Drops keys older than the window. */
+  expireKeys(now: number): void {
+    for (const [key, v] of this.keys) {
+      if (v.at + IDEMPOTENCY_WINDOW_MS > now) break;
+      this.keys.delete(key);
+    }
+  }
+
+  /** Every waiter of every group, for broadcast, drain and deletion. */
+  *waiters(): Iterable<Waiter> {
+    for (const g of this.groups.values()) yield* g.waiters;
+  }
+
+  /**
+   * Frames that rebuild the current state: META, groups, each held message with its per-group
+   * deliveries, and idempotency keys still in their window. Built synchronously.
+   */
+  snapshot(now: number): Uint8Array[] {
+    const frames: Uint8Array[] = [];
+    const s = this.settings;
+    let live = 0;
+    const push = (r: WalRecord) => {
+      const f = encodeRecord(r);
+      live += f.length;
+      frames.push(f);
+    };
+    push({ type: RecordType.Meta, seq: this.seq, ...s });
+    for (const g of this.groups.values()) {
+      if (g.name !== DEFAULT_GROUP) {
+        push({ type: RecordType.Group, seq: this.seq, name: g.name, createdAt: g.createdAt });
+      }
+    }
+    const keyed = new Set<string>();
+    for (const msg of this.messages.values()) {
+      const deliveries = [];
+      let reason = msg.reason;
+      for (const g of this.groups.values()) {
+        const d = g.byId.get(msg.id);
+        if (!d) continue;
+        // A lease is not durable: an in-flight message is ready again after a restart.
+        deliveries.push({
+          group: g.name,
+          retryCount: d.retryCount,
+          dueAt: d.state === State.Delayed ? d.dueAt : 0,
+        });
+        reason = d.reason ?? reason;
+      }
+      if (msg.idemKey) keyed.add(msg.idemKey);
+      const f = encodeRecord({
+        type: RecordType.Publish,
+        seq: msg.seq,
+        id: msg.id,
+        timestamp: msg.timestamp,
+        priority: msg.priority,
+        expiresAt: msg.expiresAt,
+        redriveCount: msg.redriveCount,
+        idemKey: msg.idemKey,
+        reason,
+        origin: msg.origin,
+        headers: msg.headers,
+        deliveries,
+        dueAt: 0,
+        payload: msg.payload,
+      });
+      // Re-point the message at its new record size so accounting stays exact.
+      (msg as { size: number }).size = f.length;
+      live += f.length;
+      frames.push(f);
+    }
+    for (const [key, v] of this.keys) {
+      if (keyed.has(key) || v.at + IDEMPOTENCY_WINDOW_MS <= now) continue;
+      push({ type: RecordType.Key, seq: this.seq, key, id: v.id, at: v.at });
+    }
+    this.liveBytes = live;
+    return frames;
+  }
+
+  /** Size of a frame for a record body of `bodyBytes`. */
+  static frameSize(bodyBytes: number): number {
+    return FRAME_HEADER_BYTES + bodyBytes;
+  }
+}

@@ -1,0 +1,457 @@
+/**
+ * @module One topic's WAL file: a group-commit writer, replay with torn-tail cutting, and the
+ * compaction swap. Record layout is in wal_record.ts.
+ *
+ * Group commit: append() queues a frame and returns the promise of its batch. One flush at a
+ * time takes every queued frame, writes them with one write and (fsync=always) one fdatasync,
+ * then resolves the batch; frames queued meanwhile form the next batch. A failed flush fails
+ * every later append too, on purpose: the broker then reports itself unhealthy.
+ */
+
+import type { FsyncMode } from "./config.ts";
+import type { Logger } from "./log.ts";
+import {
+  checksumOk,
+  decodeRecord,
+  FILE_HEADER_BYTES,
+  FILE_VERSION,
+  fileHeader,
+  FRAME_HEADER_BYTES,
+  MAX_RECORD_BYTES,
+  readFileHeader,
+  type WalRecord,
+} from "./wal_record.ts";
+
+const RESOLVED: Promise<void> = Promise.resolve();
+const READ_CHUNK_BYTES = 8 * 1024 * 1024;
+const WRITE_CHUNK_BYTES = 8 * 1024 * 1024;
+
+interface Deferred {
+  promise: Promise<void>;
+  resolve(): void;
+  reject(e: unknown): void;
+}
+
+function deferred(): Deferred {
+  let resolve!: () => void, reject!: (e: unknown) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  promise.catch(() => {}); // callers that never await must not crash the process
+  return { promise, resolve, reject };
+}
+
+function concat(frames: Uint8Array[], total: number): Uint8Array {
+  if (frames.length === 1) return frames[0]!;
+  const out = new Uint8Array(total);
+  let pos = 0;
+  for (const f of frames) {
+    out.set(f, pos);
+    pos += f.length;
+  }
+  return out;
+}
+
+async function writeAll(file: Deno.FsFile, buf: Uint8Array): Promise<void> {
+  let pos = 0;
+  while (pos < buf.length) {
+    pos += await file.write(buf.subarray(pos, Math.min(buf.length, pos + WRITE_CHUNK_BYTES)));
+  }
+}
+
+/** fsyncs a directory so a created or renamed file survives a crash; best effort. */
+export async function syncDir(dir: string): Promise<void> {
+  try {
+    const d = await Deno.open(dir, { read: true });
+    try {
+      await d.sync();
+    } finally {
+      d.close();
+    }
+  } catch { /* some file systems refuse fsync on directories */ }
+}
+
+/** What a writer needs from the broker. */
+export interface WalOptions {
+  fsync: FsyncMode;
+  log: Logger;
+  /** Called with the seconds each fdatasync took (for the fsync histogram). */
+  onFsync?: (seconds: number) => void;
+  /** Resolves when a file of the same name being deleted is gone. */
+  after?: Promise<void>;
+}
+
+/** The durable log of one topic. `:memory:` brokers use MemoryWal instead. */
+export interface Wal {
+  /** Bytes in the file, counting frames not yet flushed. */
+  readonly bytes: number;
+  readonly failed: Error | undefined;
+  append(frame: Uint8Array): Promise<void>;
+  /** Resolves once everything appended so far is durable. */
+  barrier(): Promise<void>;
+  /** Rewrites the file as `snapshot()` (built synchronously now) plus what is appended meanwhile. */
+  compact(snapshot: () => Uint8Array[]): Promise<void>;
+  close(): Promise<void>;
+  /** Closes and deletes the file. */
+  remove(): Promise<void>;
+}
+
+/** A WAL that keeps nothing, for BROKER_DATA_DIR=:memory:. */
+export class MemoryWal implements Wal {
+  bytes = 0;
+  failed = undefined;
+  append(): Promise<void> {
+    return RESOLVED;
+  }
+  barrier(): Promise<void> {
+    return RESOLVED;
+  }
+  compact(): Promise<void> {
+    return RESOLVED;
+  }
+  close(): Promise<void> {
+    return RESOLVED;
+  }
+  remove(): Promise<void> {
+    return RESOLVED;
+  }
+}
+
+/** The group-commit writer of one WAL file. */
+export class FileWal implements Wal {
+  bytes: number;
+  failed: Error | undefined;
+  #file: Deno.FsFile | undefined;
+  #opening: Promise<void> | undefined;
+  #pending: Uint8Array[] = [];
+  #pendingBytes = 0;
+  #batches: Deferred[] = [];
+  #flushing: Promise<void> | undefined;
+  #held = false;
+  #capture: Uint8Array[] | undefined;
+  #dirty = false;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #closed = false;
+  #compacting: Promise<void> | undefined;
+
+  /** `size` is the valid length of an existing file (after replay), or 0 for a new one. */
+  constructor(
+    readonly path: string,
+    readonly dir: string,
+    size: number,
+    readonly opts: WalOptions,
+  ) {
+    this.bytes = size;
+    if (size === 0) {
+      const header = fileHeader();
+      this.#pending.push(header);
+      this.#pendingBytes = header.length;
+      this.bytes = header.length;
+    }
+    if (opts.fsync === "interval") {
+      this.#timer = setInterval(() => this.#syncIfDirty(), 100);
+    }
+  }
+
+  append(frame: Uint8Array): Promise<void> {
+    if (this.failed) return Promise.reject(this.failed);
+    if (this.#closed) return Promise.reject(new Error(`WAL ${this.path} is closed`));
+    if (this.#capture) this.#capture.push(frame);
+    this.#pending.push(frame);
+    this.#pendingBytes += frame.length;
+    this.bytes += frame.length;
+    const batch = this.#batches.length && this.#pending.length > 1
+      ? this.#batches[this.#batches.length - 1]!
+      : this.#newBatch();
+    if (!this.#flushing && !this.#held) this.#flushing = this.#flushLoop();
+    return batch.promise;
+  }
+
+  #newBatch(): Deferred {
+    const d = deferred();
+    this.#batches.push(d);
+    return d;
+  }
+
+  barrier(): Promise<void> {
+    if (this.failed) return Promise.reject(this.failed);
+    if (!this.#pending.length && !this.#flushing) return RESOLVED;
+    const last = this.#batches[this.#batches.length - 1];
+    if (last && this.#pending.length) return last.promise;
+    return (this.#flushing ?? RESOLVED).then(() => this.barrier());
+  }
+
+  async #open(): Promise<Deno.FsFile> {
+    if (this.#file) return this.#file;
+    this.#opening ??= (async () => {
+      if (this.opts.after) await this.opts.after;
+      const file = await Deno.open(this.path, { read: true, write: true, create: true });
+      await file.seek(0, Deno.SeekMode.End);
+      this.#file = file;
+      if (this.bytes === this.#pendingBytes) await syncDir(this.dir); // a new file
+    })();
+    await this.#opening;
+    return this.#file!;
+  }
+
+  async #flushLoop(): Promise<void> {
+    try {
+      while (this.#pending.length && !this.#held) {
+        const frames = this.#pending, total = this.#pendingBytes, batches = this.#batches;
+        this.#pending = [];
+        this.#pendingBytes = 0;
+        this.#batches = [];
+        try {
+          const file = await this.#open();
+          await writeAll(file, concat(frames, total));
+          if (this.opts.fsync === "always") {
+            const t0 = performance.now();
+            await file.syncData();
+            this.opts.onFsync?.((performance.now() - t0) / 1000);
+          } else {
+            this.#dirty = true;
+          }
+        } catch (e) {
+          this.#fail(e as Error, batches);
+          return;
+        }
+        for (const b of batches) b.resolve();
+      }
+    } finally {
+      this.#flushing = undefined;
+    }
+  }
+
+  #fail(e: Error, batches: Deferred[]): void {
+    this.failed = e;
+    this.opts.log.error("WAL write failed; this topic refuses writes until restart", {
+      path: this.path,
+      error: e,
+    });
+    for (const b of [...batches, ...this.#batches]) b.reject(e);
+    this.#batches = [];
+    this.#pending = [];
+    this.#pendingBytes = 0;
+  }
+
+  async #syncIfDirty(): Promise<void> {
+    if (!this.#dirty || !this.#file || this.#held) return;
+    this.#dirty = false;
+    try {
+      const t0 = performance.now();
+      await this.#file.syncData();
+      this.opts.onFsync?.((performance.now() - t0) / 1000);
+    } catch (e) {
+      this.#fail(e as Error, []);
+    }
+  }
+
+  compact(snapshot: () => Uint8Array[]): Promise<void> {
+    if (this.failed) return Promise.reject(this.failed);
+    // One compaction at a time; a later request builds its snapshot after the earlier ends.
+    const run = (this.#compacting ?? RESOLVED).then(() => this.#compactNow(snapshot));
+    this.#compacting = run.finally(() => {
+      if (this.#compacting === guarded) this.#compacting = undefined;
+    });
+    const guarded = this.#compacting;
+    return run;
+  }
+
+  async #compactNow(snapshot: () => Uint8Array[]): Promise<void> {
+    if (this.#closed || this.failed) return;
+    const frames = [fileHeader(), ...snapshot()];
+    this.#capture = [];
+    const tmpPath = `${this.path}.compact`;
+    let tmp: Deno.FsFile | undefined;
+    let taken: { frames: Uint8Array[]; bytes: number; batches: Deferred[] } | undefined;
+    let renamed = false;
+    try {
+      tmp = await Deno.open(tmpPath, { write: true, create: true, truncate: true });
+      let size = 0;
+      for (let i = 0; i < frames.length; i += 4096) {
+        const part = frames.slice(i, i + 4096);
+        const bytes = part.reduce((n, f) => n + f.length, 0);
+        await writeAll(tmp, concat(part, bytes));
+        size += bytes;
+      }
+      // Hold the writer: no flush to the old file from here until the swap.
+      this.#held = true;
+      await this.#flushing;
+      const captured = this.#capture;
+      this.#capture = undefined;
+      taken = { frames: this.#pending, bytes: this.#pendingBytes, batches: this.#batches };
+      this.#pending = [];
+      this.#pendingBytes = 0;
+      this.#batches = [];
+      const capturedBytes = captured.reduce((n, f) => n + f.length, 0);
+      await writeAll(tmp, concat(captured, capturedBytes));
+      size += capturedBytes;
+      await tmp.syncData();
+      await Deno.rename(tmpPath, this.path);
+      renamed = true;
+      await syncDir(this.dir);
+      this.#file?.close();
+      this.#file = tmp;
+      tmp = undefined;
+      this.bytes = size + this.#pendingBytes;
+      for (const b of taken.batches) b.resolve();
+      taken = undefined;
+    } catch (e) {
+      this.#capture = undefined;
+      if (renamed) {
+        // The new file is in place but its state is unknown: stop writing, as a failed flush does.
+        this.#fail(e as Error, taken?.batches ?? []);
+      } else if (taken) {
+        // The old file is intact; the taken frames still go there, ahead of newer ones.
+        this.#pending = [...taken.frames, ...this.#pending];
+        this.#pendingBytes += taken.bytes;
+        this.#batches = [...taken.batches, ...this.#batches];
+      }
+      tmp?.close();
+      tmp = undefined;
+      await Deno.remove(tmpPath).catch(() => {});
+      if (!renamed) throw e;
+    } finally {
+      tmp?.close();
+      this.#held = false;
+      if (this.#pending.length && !this.#flushing && !this.failed) {
+        this.#flushing = this.#flushLoop();
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    await this.#compacting?.catch(() => {});
+    while (this.#flushing) await this.#flushing;
+    this.#closed = true;
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    if (this.#file && this.opts.fsync !== "never" && !this.failed) {
+      await this.#file.syncData().catch(() => {});
+    }
+    this.#file?.close();
+    this.#file = undefined;
+  }
+
+  async remove(): Promise<void> {
+    await this.close();
+    await Deno.remove(this.path).catch((e) => {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    });
+    await syncDir(this.dir);
+  }
+}
+
+/** What replay found in one file. */
+export interface ReplayResult {
+  records: number;
+  /** Bytes of whole, valid records including the header; the file is cut to this. */
+  validBytes: number;
+  /** Why the tail was cut, when it was. */
+  cut?: string;
+  cutBytes?: number;
+}
+
+/**
+ * Reads a WAL file record by record. Stops at a torn or corrupt tail and cuts the file there
+ * (logging it); throws on a file or record version it does not know, so nothing is lost silently.
+ * Payloads handed to `apply` are views into a reused buffer: copy what you keep.
+ */
+export async function replayFile(
+  path: string,
+  apply: (record: WalRecord, frameBytes: number) => void,
+  log: Logger,
+): Promise<ReplayResult> {
+  const file = await Deno.open(path, { read: true, write: true });
+  try {
+    const size = (await file.stat()).size;
+    let buf = new Uint8Array(Math.min(READ_CHUNK_BYTES, Math.max(size, FILE_HEADER_BYTES)));
+    let len = 0; // bytes of buf holding unread data
+    let offset = 0; // file offset of buf[0]
+    let eof = false;
+    const fill = async () => {
+      while (len < buf.length && !eof) {
+        const n = await file.read(buf.subarray(len));
+        if (n === null) eof = true;
+        else len += n;
+      }
+    };
+    await fill();
+    if (len === 0) return { records: 0, validBytes: 0 };
+    const version = readFileHeader(buf.subarray(0, len));
+    if (typeof version === "string") {
+      if (len < FILE_HEADER_BYTES) {
+        await file.truncate(0);
+        return { records: 0, validBytes: 0, cut: version, cutBytes: len };
+      }
+      throw new Error(`Cannot replay ${path}: ${version}`);
+    }
+    if (version !== FILE_VERSION) {
+      throw new Error(`Cannot replay ${path}: unknown WAL format version ${version}`);
+    }
+    let pos = FILE_HEADER_BYTES;
+    let records = 0;
+    let cut: string | undefined;
+    while (true) {
+      if (
+        len - pos < FRAME_HEADER_BYTES || len - pos < FRAME_HEADER_BYTES + frameLength(buf, pos)
+      ) {
+        if (eof) {
+          if (len > pos) cut = "torn record at the end of the file";
+          break;
+        }
+        // Move the partial frame to the front and read more; grow for a large record.
+        const need = len - pos >= FRAME_HEADER_BYTES
+          ? FRAME_HEADER_BYTES + frameLength(buf, pos)
+          : FRAME_HEADER_BYTES;
+        if (need > FRAME_HEADER_BYTES + MAX_RECORD_BYTES) {
+          cut = `record length ${need} is impossible`;
+          break;
+        }
+        const next = need > buf.length ? new Uint8Array(need) : buf;
+        next.set(buf.subarray(pos, len), 0);
+        offset += pos;
+        len -= pos;
+        pos = 0;
+        buf = next;
+        await fill();
+        continue;
+      }
+      const bodyLen = frameLength(buf, pos);
+      if (bodyLen > MAX_RECORD_BYTES || bodyLen < 10) {
+        cut = `record length ${bodyLen} is impossible`;
+        break;
+      }
+      const crc = new DataView(buf.buffer, buf.byteOffset).getUint32(pos + 4, true);
+      const body = buf.subarray(pos + FRAME_HEADER_BYTES, pos + FRAME_HEADER_BYTES + bodyLen);
+      if (!checksumOk(crc, body)) {
+        cut = "checksum mismatch";
+        break;
+      }
+      apply(decodeRecord(body), FRAME_HEADER_BYTES + bodyLen);
+      records++;
+      pos += FRAME_HEADER_BYTES + bodyLen;
+    }
+    const validBytes = offset + pos;
+    if (cut) {
+      const cutBytes = size - validBytes;
+      log.warn("WAL tail cut off", {
+        path,
+        reason: cut,
+        valid_bytes: validBytes,
+        cut_bytes: cutBytes,
+      });
+      await file.truncate(validBytes);
+      await file.syncData();
+      return { records, validBytes, cut, cutBytes };
+    }
+    return { records, validBytes };
+  } finally {
+    file.close();
+  }
+}
+
+function frameLength(buf: Uint8Array, pos: number): number {
+  return buf[pos]! | (buf[pos + 1]! << 8) | (buf[pos + 2]! << 16) | (buf[pos + 3]! * 0x1000000);
+}

@@ -1,0 +1,465 @@
+/**
+ * @module The WAL record format: encode and decode. Records are what the topic applies, live
+ * and at replay, and what a cluster leader will ship to followers.
+ *
+ * File:   "FERRYWAL" | u16 file version (1) | u16 0 | u32 0          (16-byte header)
+ * Record: u32 body length | u32 CRC-32 (IEEE, zlib) of body | body
+ * Body:   u8 type | u8 record version (1) | f64 seq | fields of the type, little-endian;
+ *         str = u16 byte length + UTF-8; bytes = u32 length + raw bytes; time = f64 ms (0 = none)
+ *
+ *   META     policy u8 | retain time | visibility time | maxMessages f64 | createdAt time
+ *   PUBLISH  id str | timestamp time | priority u8 | expiresAt time | redriveCount u16 |
+ *            idemKey str | reason str | origin str | dueAt time | headers u16 n × (str, str) | deliveries u16 n ×
+ *            (group str, retryCount u8, dueAt time) — n = 0xffff means "every group" |
+ *            payload bytes
+ *   GROUP    name str | createdAt time
+ *   ACK      group str | n u32 × id str        (the group is done with these ids)
+ *   REQUEUE  group str | id str | retryCount u8 | dueAt time | reason str
+ *   REMOVE   n u32 × id str                    (gone from every group: drop-oldest, moved)
+ *   KEY      key str | id str | at time        (an idempotency key kept across compaction)
+ *   PURGE    (nothing)                         (every message gone, groups kept)
+ */
+
+import { crc32 } from "node:zlib";
+
+export const FILE_MAGIC = "FERRYWAL";
+export const FILE_VERSION = 1;
+export const RECORD_VERSION = 1;
+export const FILE_HEADER_BYTES = 16;
+export const FRAME_HEADER_BYTES = 8;
+/** A record body larger than this is corruption, not data (payloads are at most 2 MiB). */
+export const MAX_RECORD_BYTES = 64 * 1024 * 1024;
+/** `deliveries` count meaning "deliver to every group that exists". */
+export const ALL_GROUPS = 0xffff;
+
+export const enum RecordType {
+  Meta = 1,
+  Publish = 2,
+  Group = 3,
+  Ack = 4,
+  Requeue = 5,
+  Remove = 6,
+  Key = 7,
+  Purge = 8,
+}
+
+export type Policy = "reject" | "drop-oldest";
+const POLICIES: Policy[] = ["reject", "drop-oldest"];
+
+export interface MetaRecord {
+  type: RecordType.Meta;
+  seq: number;
+  policy: Policy;
+  retainMs: number;
+  visibilityMs: number;
+  maxMessages: number;
+  createdAt: number;
+}
+export interface DeliverySpec {
+  group: string;
+  retryCount: number;
+  dueAt: number;
+}
+export interface PublishRecord {
+  type: RecordType.Publish;
+  seq: number;
+  id: string;
+  timestamp: number;
+  priority: number;
+  expiresAt: number;
+  redriveCount: number;
+  idemKey: string | undefined;
+  reason: string | undefined;
+  /** The group a dead-lettered message came from; redrive returns it there. */
+  origin: string | undefined;
+  headers: string[] | undefined;
+  /** undefined: every group gets a ready (or delayed until `dueAt`) copy. */
+  deliveries: DeliverySpec[] | undefined;
+  /** When every group's copy becomes visible (0 = now); used when deliveries is undefined. */
+  dueAt: number;
+  payload: Uint8Array;
+}
+export interface GroupRecord {
+  type: RecordType.Group;
+  seq: number;
+  name: string;
+  createdAt: number;
+}
+export interface AckRecord {
+  type: RecordType.Ack;
+  seq: number;
+  group: string;
+  ids: string[];
+}
+export interface RequeueRecord {
+  type: RecordType.Requeue;
+  seq: number;
+  group: string;
+  id: string;
+  retryCount: number;
+  dueAt: number;
+  reason: string | undefined;
+}
+export interface RemoveRecord {
+  type: RecordType.Remove;
+  seq: number;
+  ids: string[];
+}
+export interface KeyRecord {
+  type: RecordType.Key;
+  seq: number;
+  key: string;
+  id: string;
+  at: number;
+}
+export interface PurgeRecord {
+  type: RecordType.Purge;
+  seq: number;
+}
+
+export type WalRecord =
+  | MetaRecord
+  | PublishRecord
+  | GroupRecord
+  | AckRecord
+  | RequeueRecord
+  | RemoveRecord
+  | KeyRecord
+  | PurgeRecord;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** The 16-byte header every WAL file starts with. */
+export function fileHeader(): Uint8Array {
+  const h = new Uint8Array(FILE_HEADER_BYTES);
+  encoder.encodeInto(FILE_MAGIC, h);
+  new DataView(h.buffer).setUint16(8, FILE_VERSION, true);
+  return h;
+}
+
+/** The file version of a header, or an error string when it is not a Ferry WAL. */
+export function readFileHeader(h: Uint8Array): number | string {
+  if (h.length < FILE_HEADER_BYTES) return "file shorter than its header";
+  if (decoder.decode(h.subarray(0, 8)) !== FILE_MAGIC) return "not a Ferry WAL (bad magic)";
+  return new DataView(h.buffer, h.byteOffset, h.byteLength).getUint16(8, true);
+}
+
+function strBytes(s: string | undefined): number {
+  if (!s) return 2;
+  // Worst case 3 bytes per UTF-16 unit; exact for ASCII, which ids and names always are.
+  return 2 + (isAscii(s) ? s.length : encoder.encode(s).length);
+}
+
+function isAscii(s: string): boolean {
+  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) > 0x7f) return false;
+  return true;
+}
+
+/** Serialises a record into one frame: length, checksum, body. */
+export function encodeRecord(r: WalRecord): Uint8Array {
+  let size = 1 + 1 + 8;
+  switch (r.type) {
+    case RecordType.Meta:
+      size += 1 + 8 * 4;
+      break;
+    case RecordType.Publish:
+      size += strBytes(r.id) + 8 + 1 + 8 + 2 + strBytes(r.idemKey) + strBytes(r.reason) +
+        strBytes(r.origin) + 2 + 2 +
+        4 + r.payload.length + 8;
+      if (r.headers) { for (const h of r.headers) size += strBytes(h); }
+      if (r.deliveries) { for (const d of r.deliveries) size += strBytes(d.group) + 1 + 8; }
+      break;
+    case RecordType.Group:
+      size += strBytes(r.name) + 8;
+      break;
+    case RecordType.Ack:
+      size += strBytes(r.group) + 4;
+      for (const id of r.ids) size += strBytes(id);
+      break;
+    case RecordType.Requeue:
+      size += strBytes(r.group) + strBytes(r.id) + 1 + 8 + strBytes(r.reason);
+      break;
+    case RecordType.Remove:
+      size += 4;
+      for (const id of r.ids) size += strBytes(id);
+      break;
+    case RecordType.Key:
+      size += strBytes(r.key) + strBytes(r.id) + 8;
+      break;
+    case RecordType.Purge:
+      break;
+  }
+  const frame = new Uint8Array(FRAME_HEADER_BYTES + size);
+  const w = new Writer(frame, FRAME_HEADER_BYTES);
+  w.u8(r.type);
+  w.u8(RECORD_VERSION);
+  w.f64(r.seq);
+  switch (r.type) {
+    case RecordType.Meta:
+      w.u8(POLICIES.indexOf(r.policy));
+      w.f64(r.retainMs);
+      w.f64(r.visibilityMs);
+      w.f64(r.maxMessages);
+      w.f64(r.createdAt);
+      break;
+    case RecordType.Publish:
+      w.str(r.id);
+      w.f64(r.timestamp);
+      w.u8(r.priority);
+      w.f64(r.expiresAt);
+      w.u16(r.redriveCount);
+      w.str(r.idemKey);
+      w.str(r.reason);
+      w.str(r.origin);
+      w.f64(r.dueAt);
+      w.u16(r.headers ? r.headers.length / 2 : 0);
+      if (r.headers) { for (const h of r.headers) w.str(h); }
+      if (r.deliveries) {
+        w.u16(r.deliveries.length);
+        for (const d of r.deliveries) {
+          w.str(d.group);
+          w.u8(d.retryCount);
+          w.f64(d.dueAt);
+        }
+      } else {
+        w.u16(ALL_GROUPS);
+      }
+      w.bytes(r.payload);
+      break;
+    case RecordType.Group:
+      w.str(r.name);
+      w.f64(r.createdAt);
+      break;
+    case RecordType.Ack:
+      w.str(r.group);
+      w.u32(r.ids.length);
+      for (const id of r.ids) w.str(id);
+      break;
+    case RecordType.Requeue:
+      w.str(r.group);
+      w.str(r.id);
+      w.u8(r.retryCount);
+      w.f64(r.dueAt);
+      w.str(r.reason);
+      break;
+    case RecordType.Remove:
+      w.u32(r.ids.length);
+      for (const id of r.ids) w.str(id);
+      break;
+    case RecordType.Key:
+      w.str(r.key);
+      w.str(r.id);
+      w.f64(r.at);
+      break;
+    case RecordType.Purge:
+      break;
+  }
+  const body = frame.subarray(FRAME_HEADER_BYTES, w.pos);
+  w.view.setUint32(0, body.length, true);
+  w.view.setUint32(4, crc32(body), true);
+  return w.pos === frame.length ? frame : frame.subarray(0, w.pos);
+}
+
+/** Checks a frame's checksum; `body` is the bytes after the 8-byte frame header. */
+export function checksumOk(expected: number, body: Uint8Array): boolean {
+  return crc32(body) === expected;
+}
+
+/**
+ * Decodes one record body. The payload is a view into `body`; callers that keep it past the
+ * life of the read buffer copy it. Throws on an unknown type or version.
+ */
+export function decodeRecord(body: Uint8Array): WalRecord {
+  const r = new Reader(body);
+  const type = r.u8();
+  const version = r.u8();
+  if (version !== RECORD_VERSION) throw new Error(`unknown record version ${version}`);
+  const seq = r.f64();
+  switch (type) {
+    case RecordType.Meta: {
+      const policy = POLICIES[r.u8()] ?? "reject";
+      return {
+        type,
+        seq,
+        policy,
+        retainMs: r.f64(),
+        visibilityMs: r.f64(),
+        maxMessages: r.f64(),
+        createdAt: r.f64(),
+      };
+    }
+    case RecordType.Publish: {
+      const id = r.str();
+      const timestamp = r.f64();
+      const priority = r.u8();
+      const expiresAt = r.f64();
+      const redriveCount = r.u16();
+      const idemKey = r.str() || undefined;
+      const reason = r.str() || undefined;
+      const origin = r.str() || undefined;
+      const dueAt = r.f64();
+      const nHeaders = r.u16();
+      let headers: string[] | undefined;
+      if (nHeaders) {
+        headers = [];
+        for (let i = 0; i < nHeaders * 2; i++) headers.push(r.str());
+      }
+      const nDeliveries = r.u16();
+      let deliveries: DeliverySpec[] | undefined;
+      if (nDeliveries !== ALL_GROUPS) {
+        deliveries = [];
+        for (let i = 0; i < nDeliveries; i++) {
+          deliveries.push({ group: r.str(), retryCount: r.u8(), dueAt: r.f64() });
+        }
+      }
+      const payload = r.bytes();
+      return {
+        type,
+        seq,
+        id,
+        timestamp,
+        priority,
+        expiresAt,
+        redriveCount,
+        idemKey,
+        reason,
+        origin,
+        headers,
+        deliveries,
+        dueAt,
+        payload,
+      };
+    }
+    case RecordType.Group:
+      return { type, seq, name: r.str(), createdAt: r.f64() };
+    case RecordType.Ack: {
+      const group = r.str();
+      const n = r.u32();
+      const ids: string[] = [];
+      for (let i = 0; i < n; i++) ids.push(r.str());
+      return { type, seq, group, ids };
+    }
+    case RecordType.Requeue:
+      return {
+        type,
+        seq,
+        group: r.str(),
+        id: r.str(),
+        retryCount: r.u8(),
+        dueAt: r.f64(),
+        reason: r.str() || undefined,
+      };
+    case RecordType.Remove: {
+      const n = r.u32();
+      const ids: string[] = [];
+      for (let i = 0; i < n; i++) ids.push(r.str());
+      return { type, seq, ids };
+    }
+    case RecordType.Key:
+      return { type, seq, key: r.str(), id: r.str(), at: r.f64() };
+    case RecordType.Purge:
+      return { type, seq };
+    default:
+      throw new Error(`unknown record type ${type}`);
+  }
+}
+
+class Writer {
+  readonly view: DataView;
+  constructor(readonly buf: Uint8Array, public pos: number) {
+    this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  }
+  u8(v: number) {
+    this.buf[this.pos++] = v;
+  }
+  u16(v: number) {
+    this.view.setUint16(this.pos, v, true);
+    this.pos += 2;
+  }
+  u32(v: number) {
+    this.view.setUint32(this.pos, v, true);
+    this.pos += 4;
+  }
+  f64(v: number) {
+    this.view.setFloat64(this.pos, v, true);
+    this.pos += 8;
+  }
+  str(s: string | undefined) {
+    if (!s) {
+      this.u16(0);
+      return;
+    }
+    const { written } = encoder.encodeInto(s, this.buf.subarray(this.pos + 2));
+    this.u16(written);
+    this.pos += written;
+  }
+  bytes(b: Uint8Array) {
+    this.u32(b.length);
+    this.buf.set(b, this.pos);
+    this.pos += b.length;
+  }
+}
+
+class Reader {
+  readonly view: DataView;
+  pos = 0;
+  constructor(readonly buf: Uint8Array) {
+    this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  }
+  #need(n: number) {
+    if (this.pos + n > this.buf.length) throw new Error("record body ends early");
+  }
+  u8(): number {
+    this.#need(1);
+    return this.buf[this.pos++]!;
+  }
+  u16(): number {
+    this.#need(2);
+    const v = this.view.getUint16(this.pos, true);
+    this.pos += 2;
+    return v;
+  }
+  u32(): number {
+    this.#need(4);
+    const v = this.view.getUint32(this.pos, true);
+    this.pos += 4;
+    return v;
+  }
+  f64(): number {
+    this.#need(8);
+    const v = this.view.getFloat64(this.pos, true);
+    this.pos += 8;
+    return v;
+  }
+  str(): string {
+    const n = this.u16();
+    this.#need(n);
+    const start = this.pos;
+    this.pos += n;
+    if (n <= 64) {
+      // Ids and names are short ASCII: building the string directly beats TextDecoder.
+      let ascii = true;
+      for (let i = start; i < start + n; i++) {
+        if (this.buf[i]! > 0x7f) {
+          ascii = false;
+          break;
+        }
+      }
+      if (ascii) {
+        return String.fromCharCode.apply(
+          null,
+          this.buf.subarray(start, start + n) as unknown as number[],
+        );
+      }
+    }
+    return decoder.decode(this.buf.subarray(start, start + n));
+  }
+  bytes(): Uint8Array {
+    const n = this.u32();
+    this.#need(n);
+    const b = this.buf.subarray(this.pos, this.pos + n);
+    this.pos += n;
+    return b;
+  }
+}

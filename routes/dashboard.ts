@@ -1,0 +1,77 @@
+/** The dashboard's JSON interface: publish, consume and peek by `queue` name, and webhooks. */
+
+import { MAX_PEEK, MAX_TIME_MS } from "../lib/config.ts";
+import { BrokerError } from "../lib/errors.ts";
+import { checkName } from "../lib/names.ts";
+import {
+  durationIn,
+  json,
+  needString,
+  optString,
+  parseBool,
+  parseIntIn,
+  readJson,
+} from "./http.ts";
+import { parsePriority, publishOrBroadcast } from "./publish.ts";
+import type { Ctx, Route } from "./router.ts";
+
+const encoder = new TextEncoder();
+
+function queueParam(ctx: Ctx): string {
+  const q = ctx.query.str("queue");
+  if (!q) throw new BrokerError("invalid_name", 'Missing query parameter "queue"');
+  return checkName(q, "queue");
+}
+
+async function publish(req: Request, ctx: Ctx): Promise<Response> {
+  const body = await readJson(req);
+  const queue = checkName(needString(body, "queue"), "queue");
+  const text = needString(body, "payload");
+  const payload = encoder.encode(text);
+  if (payload.length === 0) {
+    throw new BrokerError("empty_body", `Cannot publish to "${queue}": the payload is empty`);
+  }
+  const ttl = optString(body, "ttl");
+  const delay = optString(body, "delay");
+  const broadcast = body.broadcast === undefined ? false : parseBool(body.broadcast, "broadcast");
+  return publishOrBroadcast(ctx.broker, queue, payload, {
+    ttlMs: ttl ? durationIn(ttl, "ttl", MAX_TIME_MS) : undefined,
+    delayMs: delay ? durationIn(delay, "delay", MAX_TIME_MS) : undefined,
+    priority: parsePriority(body.priority),
+  }, broadcast);
+}
+
+async function consume(req: Request, ctx: Ctx): Promise<Response> {
+  const body = await readJson(req);
+  const queue = checkName(needString(body, "queue"), "queue");
+  const group = optString(body, "group") ?? "";
+  // A person pressing "consume" takes the message: acked on delivery unless asked otherwise.
+  const autoAck = body.auto_ack === undefined ? true : parseBool(body.auto_ack, "auto_ack");
+  const [message] = await ctx.broker.consume(queue, {
+    group: group ? checkName(group, "group") : "",
+    autoAck,
+  });
+  if (!message) throw new BrokerError("queue_empty", `No message available in "${queue}"`);
+  return json(message);
+}
+
+function peek(_req: Request, ctx: Ctx): Response {
+  const limit = ctx.query.str("limit");
+  const n = limit ? parseIntIn(limit, "limit", 1, MAX_PEEK) : MAX_PEEK;
+  return json(ctx.broker.peek(queueParam(ctx), n));
+}
+
+function webhooks(_req: Request, ctx: Ctx): Response {
+  const queue = queueParam(ctx);
+  if (!ctx.broker.findTopic(queue)) {
+    throw new BrokerError("not_found", `Cannot list webhooks of "${queue}": no such queue`);
+  }
+  return json([]); // webhooks arrive in a later release; the list is empty until then
+}
+
+export const dashboardRoutes: Route[] = [
+  { method: "POST", pattern: "/api/queues/publish", scope: "publish", handler: publish },
+  { method: "POST", pattern: "/api/queues/consume", scope: "consume", handler: consume },
+  { method: "GET", pattern: "/api/queues/peek", scope: "consume", handler: peek },
+  { method: "GET", pattern: "/api/queues/webhooks", scope: "admin", handler: webhooks },
+];

@@ -1,0 +1,235 @@
+/**
+ * HTTP helpers shared by every route: the error-code → status map, RFC 9457 problem bodies,
+ * bounded body reading, and query-parameter parsing that names the field and value on failure.
+ */
+
+import { MAX_JSON_BODY_BYTES, RETRY_AFTER_SECONDS } from "../lib/config.ts";
+import { parseDuration } from "../lib/duration.ts";
+import { BrokerError, type ErrorCode } from "../lib/errors.ts";
+
+const STATUS: Record<ErrorCode, number> = {
+  bad_request: 400,
+  invalid_name: 400,
+  invalid_duration: 400,
+  invalid_parameter: 400,
+  empty_body: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  topic_limit_reached: 403,
+  not_found: 404,
+  queue_empty: 404,
+  message_not_found: 404,
+  method_not_allowed: 405,
+  already_exists: 409,
+  payload_too_large: 413,
+  queue_full: 429,
+  internal: 500,
+  draining: 503,
+  electing: 503,
+  unavailable: 503,
+};
+
+const TITLE: Record<number, string> = {
+  400: "Bad Request",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "Not Found",
+  405: "Method Not Allowed",
+  409: "Conflict",
+  413: "Content Too Large",
+  429: "Too Many Requests",
+  500: "Internal Server Error",
+  503: "Service Unavailable",
+};
+
+/** The HTTP status of an error code. */
+export function statusOf(code: ErrorCode): number {
+  return STATUS[code];
+}
+
+/** An RFC 9457 problem response for a BrokerError. */
+export function problem(
+  err: BrokerError,
+  requestId: string,
+  headers: Record<string, string> = {},
+): Response {
+  const status = STATUS[err.code];
+  const h: Record<string, string> = {
+    "content-type": "application/problem+json",
+    "x-request-id": requestId,
+    ...headers,
+  };
+  if (status === 429 || status === 503) h["retry-after"] ??= String(RETRY_AFTER_SECONDS);
+  if (status === 401) h["www-authenticate"] ??= 'Bearer realm="ferry"';
+  return new Response(
+    JSON.stringify({
+      type: "about:blank",
+      title: TITLE[status] ?? "Error",
+      status,
+      detail: err.message,
+      code: err.code,
+      request_id: requestId,
+    }),
+    { status, headers: h },
+  );
+}
+
+/** A JSON response. */
+export function json(body: unknown, status = 200): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/json" },
+  });
+}
+
+/**
+ * Reads a request body up to `limit` bytes. Refuses a larger declared Content-Length at once,
+ * and stops reading (413) as soon as the count passes the limit, so a huge body is never buffered.
+ */
+export async function readBody(req: Request, limit: number): Promise<Uint8Array> {
+  const declared = req.headers.get("content-length");
+  if (declared !== null && Number(declared) > limit) {
+    throw new BrokerError(
+      "payload_too_large",
+      `Body of ${declared} bytes is larger than the limit of ${limit} bytes`,
+    );
+  }
+  if (!req.body) return new Uint8Array(0);
+  const reader = req.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    while (true) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.length;
+      if (total > limit) {
+        reader.cancel().catch(() => {});
+        throw new BrokerError(
+          "payload_too_large",
+          `Body is larger than the limit of ${limit} bytes`,
+        );
+      }
+      chunks.push(value);
+    }
+  } catch (e) {
+    if (e instanceof BrokerError) throw e;
+    throw new BrokerError("bad_request", `Cannot read the request body: ${(e as Error).message}`);
+  }
+  if (chunks.length === 1) return chunks[0]!;
+  const out = new Uint8Array(total);
+  let pos = 0;
+  for (const c of chunks) {
+    out.set(c, pos);
+    pos += c.length;
+  }
+  return out;
+}
+
+/** Reads and parses a JSON object body; 400 `bad_request` naming the problem. */
+export async function readJson(req: Request): Promise<Record<string, unknown>> {
+  const bytes = await readBody(req, MAX_JSON_BODY_BYTES);
+  if (bytes.length === 0) throw new BrokerError("empty_body", "Expected a JSON object body");
+  let value: unknown;
+  try {
+    value = JSON.parse(new TextDecoder().decode(bytes));
+  } catch (e) {
+    throw new BrokerError("bad_request", `Malformed JSON body: ${(e as Error).message}`);
+  }
+  if (!value || typeof value !== "object" || Array.isArray(value)) {
+    throw new BrokerError("bad_request", "Expected a JSON object body");
+  }
+  return value as Record<string, unknown>;
+}
+
+/** Query parameters, parsed lazily from the request URL. */
+export class Query {
+  readonly params: URLSearchParams;
+  constructor(search: string) {
+    this.params = new URLSearchParams(search);
+  }
+
+  str(name: string): string | undefined {
+    return this.params.get(name) ?? undefined;
+  }
+
+  bool(name: string, def = false): boolean {
+    const v = this.params.get(name);
+    if (v === null || v === "") return def;
+    return parseBool(v, name);
+  }
+
+  int(name: string, def: number, min: number, max: number): number {
+    const v = this.params.get(name);
+    if (v === null || v === "") return def;
+    return parseIntIn(v, name, min, max);
+  }
+
+  duration(name: string, max: number, min = 0): number | undefined {
+    const v = this.params.get(name);
+    if (v === null || v === "") return undefined;
+    return durationIn(v, name, max, min);
+  }
+}
+
+/** `true`/`false`/`1`/`0`; anything else is 400 invalid_parameter. */
+export function parseBool(v: unknown, name: string): boolean {
+  if (v === true || v === "true" || v === "1" || v === 1) return true;
+  if (v === false || v === "false" || v === "0" || v === 0) return false;
+  throw new BrokerError(
+    "invalid_parameter",
+    `Invalid ${name} "${String(v)}": expected true, false, 1 or 0`,
+  );
+}
+
+/** An integer in [min, max]; anything else is 400 invalid_parameter. */
+export function parseIntIn(v: unknown, name: string, min: number, max: number): number {
+  const s = String(v);
+  if (!/^\d{1,10}$/.test(s) || Number(s) < min || Number(s) > max) {
+    throw new BrokerError(
+      "invalid_parameter",
+      `Invalid ${name} "${s}": expected an integer from ${min} to ${max}`,
+    );
+  }
+  return Number(s);
+}
+
+/** A duration in [min, max] ms; a malformed one is invalid_duration, an out-of-range one too. */
+export function durationIn(v: unknown, name: string, max: number, min = 0): number {
+  if (typeof v !== "string") {
+    throw new BrokerError(
+      "invalid_duration",
+      `Invalid ${name} ${JSON.stringify(v)}: expected a string like 30s`,
+    );
+  }
+  const ms = parseDuration(v, name);
+  if (ms > max || ms < min) {
+    throw new BrokerError(
+      "invalid_duration",
+      `Invalid ${name} "${v}": must be between ${min}ms and ${max}ms`,
+    );
+  }
+  return ms;
+}
+
+/** An optional string field of a JSON body; 400 when present but not a string. */
+export function optString(body: Record<string, unknown>, name: string): string | undefined {
+  const v = body[name];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "string") {
+    throw new BrokerError(
+      "invalid_parameter",
+      `Invalid ${name} ${JSON.stringify(v)}: expected a string`,
+    );
+  }
+  return v;
+}
+
+/** A required string field of a JSON body. */
+export function needString(body: Record<string, unknown>, name: string): string {
+  const v = optString(body, name);
+  if (v === undefined) {
+    throw new BrokerError("bad_request", `Missing field "${name}" in the JSON body`);
+  }
+  return v;
+}

@@ -1,0 +1,101 @@
+/** POST /publish/{topic}: raw bytes in, with ttl, delay, priority, broadcast and idempotency. */
+
+import { Broker, type PublishOptions } from "../lib/broker.ts";
+import { MAX_PAYLOAD_BYTES, MAX_TIME_MS } from "../lib/config.ts";
+import { BrokerError } from "../lib/errors.ts";
+import { PRIORITIES } from "../lib/message.ts";
+import { checkName } from "../lib/names.ts";
+import { json, readBody } from "./http.ts";
+import type { Ctx, Route } from "./router.ts";
+
+const MAX_KEY_LENGTH = 256;
+const MAX_HEADER_BYTES = 16 * 1024;
+
+/** Parses a priority name; 400 for anything but high, normal or low. */
+export function parsePriority(v: unknown): number | undefined {
+  if (v === undefined || v === null || v === "") return undefined;
+  const i = PRIORITIES.indexOf(v as typeof PRIORITIES[number]);
+  if (i < 0) {
+    throw new BrokerError(
+      "invalid_parameter",
+      `Invalid priority ${JSON.stringify(v)}: expected high, normal or low`,
+    );
+  }
+  return i;
+}
+
+/** Checks an Idempotency-Key header value. */
+export function checkKey(key: string): string {
+  if (key.length === 0 || key.length > MAX_KEY_LENGTH) {
+    throw new BrokerError(
+      "invalid_parameter",
+      `Invalid Idempotency-Key: expected 1-${MAX_KEY_LENGTH} characters, got ${key.length}`,
+    );
+  }
+  return key;
+}
+
+/** The stored headers of a publish: every X-MQ-* header (names lower-cased) and Content-Type. */
+export function storedHeaders(req: Request): string[] {
+  const out: string[] = [];
+  let bytes = 0;
+  for (const [name, value] of req.headers) {
+    if (name.startsWith("x-mq-") || name === "content-type") {
+      out.push(name, value);
+      bytes += name.length + value.length;
+    }
+  }
+  if (bytes > MAX_HEADER_BYTES) {
+    throw new BrokerError(
+      "invalid_parameter",
+      `X-MQ-* headers total ${bytes} bytes; the limit is ${MAX_HEADER_BYTES}`,
+    );
+  }
+  return out;
+}
+
+/** Publishes or broadcasts; shared by /publish and the dashboard's publish. */
+export async function publishOrBroadcast(
+  broker: Broker,
+  topic: string,
+  payload: Uint8Array,
+  opts: PublishOptions,
+  broadcast: boolean,
+): Promise<Response> {
+  if (broadcast) {
+    return json({ broadcast: true, delivered_to: broker.broadcast(topic, payload, opts) }, 200);
+  }
+  const result = await broker.publish(topic, payload, opts);
+  return json(result, result.deduplicated ? 200 : 201);
+}
+
+async function publish(req: Request, ctx: Ctx): Promise<Response> {
+  const { query, params } = ctx;
+  const topic = checkName(params.topic ?? "", "topic");
+  const opts: PublishOptions = {
+    ttlMs: query.duration("ttl", MAX_TIME_MS),
+    delayMs: query.duration("delay", MAX_TIME_MS),
+    priority: parsePriority(query.str("priority")),
+    headers: storedHeaders(req),
+  };
+  const broadcast = query.bool("broadcast");
+  const idem = query.str("idempotency");
+  if (idem !== undefined && idem !== "" && idem !== "auto") {
+    throw new BrokerError(
+      "invalid_parameter",
+      `Invalid idempotency "${idem}": the only value is auto`,
+    );
+  }
+  const key = req.headers.get("idempotency-key");
+  const payload = await readBody(req, MAX_PAYLOAD_BYTES);
+  if (payload.length === 0) {
+    throw new BrokerError("empty_body", `Cannot publish to "${topic}": the body is empty`);
+  }
+  if (key !== null) opts.idempotencyKey = checkKey(key);
+  else if (idem === "auto") opts.idempotencyKey = Broker.autoKey(payload);
+  return publishOrBroadcast(ctx.broker, topic, payload, opts, broadcast);
+}
+
+export const publishRoutes: Route[] = [
+  { method: "POST", pattern: "/publish/:topic", scope: "publish", handler: publish },
+];
