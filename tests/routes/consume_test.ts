@@ -1,0 +1,237 @@
+/**
+ * GET /consume/{topic} through the HTTP server: shapes by limit, empty queue, long-polling,
+ * auto_ack, peek, filters and per-consume visibility.
+ */
+
+import assert from "node:assert/strict";
+import {
+  assertEmpty,
+  assertProblem,
+  consume,
+  type Json,
+  publish,
+  settle,
+  textOf,
+  withBroker,
+} from "./_http.ts";
+
+Deno.test("GET /consume with limit=1 (the default) answers one Message object", async () => {
+  await withBroker({}, async (ctx) => {
+    const p = await publish(ctx, "c", "one");
+    await publish(ctx, "c", "two");
+    const msg = await consume(ctx, "c");
+    assert.equal(Array.isArray(msg), false);
+    assert.equal(msg.id, p.id);
+    assert.equal(msg.topic, "c");
+    assert.equal(msg.payload, btoa("one"));
+    assert.equal(msg.payload_text, "one");
+    assert.equal(msg.retry_count, 0);
+    assert.equal(msg.timestamp, p.timestamp);
+    const explicit = await consume(ctx, "c", "limit=1");
+    assert.equal(Array.isArray(explicit), false);
+    assert.equal(explicit.payload_text, "two");
+  });
+});
+
+Deno.test("GET /consume with limit>1 answers an array of 1..limit messages", async () => {
+  await withBroker({}, async (ctx) => {
+    for (const t of ["a", "b", "c"]) await publish(ctx, "many", t);
+    const two = await consume(ctx, "many", "limit=2");
+    assert.ok(Array.isArray(two));
+    assert.deepEqual(two.map(textOf), ["a", "b"]);
+    const rest = await consume(ctx, "many", "limit=10");
+    assert.ok(Array.isArray(rest));
+    assert.deepEqual(rest.map(textOf), ["c"]);
+  });
+});
+
+Deno.test("GET /consume on an empty queue is 404 queue_empty", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "e", "x");
+    await consume(ctx, "e");
+    await assertEmpty(ctx, "e");
+    await assertEmpty(ctx, "e", "limit=5");
+  });
+});
+
+Deno.test("GET /consume on a topic that never existed is 404", async () => {
+  await withBroker({}, async (ctx) => {
+    const res = await ctx.call("GET", "/consume/never-published");
+    assertProblem(res, 404);
+  });
+});
+
+Deno.test("GET /consume?timeout is woken by a publish and answers 200 with it", async () => {
+  await withBroker({}, async (ctx) => {
+    const waiting = ctx.start("GET", "/consume/lp?timeout=5s");
+    await settle(ctx.url);
+    const p = await publish(ctx, "lp", "wake up");
+    const res = await waiting;
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.id, p.id);
+    assert.equal(res.body.payload_text, "wake up");
+    await assertEmpty(ctx, "lp"); // handed to the waiter, not left in the queue
+  });
+});
+
+Deno.test("GET /consume?timeout&limit>1 woken by a publish answers an array", async () => {
+  await withBroker({}, async (ctx) => {
+    const waiting = ctx.start("GET", "/consume/lpa?timeout=5s&limit=5");
+    await settle(ctx.url);
+    await publish(ctx, "lpa", "first");
+    const res = await waiting;
+    assert.equal(res.status, 200, res.text);
+    assert.ok(Array.isArray(res.body), res.text);
+    assert.ok(res.body.length >= 1);
+    assert.equal(res.body[0].payload_text, "first");
+  });
+});
+
+Deno.test("GET /consume?timeout answers 404 once the timeout passes", async () => {
+  await withBroker({}, async (ctx) => {
+    const waiting = ctx.start("GET", "/consume/lpt?timeout=2s");
+    await settle(ctx.url);
+    await ctx.tick(2_000);
+    assertProblem(await waiting, 404, "queue_empty");
+    // A message published afterwards stays in the queue for the next consumer.
+    await publish(ctx, "lpt", "after");
+    assert.equal((await consume(ctx, "lpt")).payload_text, "after");
+  });
+});
+
+Deno.test("GET /consume wakes each parked long-poll with its own message", async () => {
+  await withBroker({}, async (ctx) => {
+    const w1 = ctx.start("GET", "/consume/fair?timeout=5s");
+    const w2 = ctx.start("GET", "/consume/fair?timeout=5s");
+    await settle(ctx.url);
+    await publish(ctx, "fair", "m1");
+    await publish(ctx, "fair", "m2");
+    const [r1, r2] = await Promise.all([w1, w2]);
+    assert.equal(r1.status, 200, r1.text);
+    assert.equal(r2.status, 200, r2.text);
+    assert.deepEqual([r1.body.payload_text, r2.body.payload_text].sort(), ["m1", "m2"]);
+  });
+});
+
+Deno.test("GET /consume?auto_ack=true acknowledges at delivery", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "aa", "x");
+    const msg = await consume(ctx, "aa", "auto_ack=true");
+    assert.equal(msg.payload_text, "x");
+    // Already acknowledged: a manual ack finds nothing and the lease never expires it back.
+    assertProblem(await ctx.call("POST", `/ack/aa/${msg.id}`), 404, "message_not_found");
+    await ctx.tick(60_000);
+    await assertEmpty(ctx, "aa");
+  });
+});
+
+Deno.test("GET /consume without auto_ack keeps the message in flight until its lease ends", async () => {
+  await withBroker({}, async (ctx) => {
+    const p = await publish(ctx, "lease", "x");
+    await consume(ctx, "lease");
+    await assertEmpty(ctx, "lease");
+    await ctx.tick(31_000); // default BROKER_VISIBILITY is 30s
+    const again = await consume(ctx, "lease");
+    assert.equal(again.id, p.id);
+    assert.equal(again.retry_count, 1);
+  });
+});
+
+Deno.test("GET /consume?peek=true reads without consuming", async () => {
+  await withBroker({}, async (ctx) => {
+    const p = await publish(ctx, "pk", "look");
+    await publish(ctx, "pk", "look2");
+    const peeked = await consume(ctx, "pk", "peek=true");
+    assert.equal(peeked.id, p.id);
+    const peekedAgain = await consume(ctx, "pk", "peek=true&limit=10");
+    assert.deepEqual(peekedAgain.map(textOf), ["look", "look2"]);
+    const taken = await consume(ctx, "pk");
+    assert.equal(taken.id, p.id);
+    assert.equal(taken.retry_count, 0);
+  });
+});
+
+Deno.test("GET /consume?filter_key&filter_val takes only matching JSON messages", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "f", JSON.stringify({ type: "a", n: 1 }));
+    await publish(ctx, "f", "type=b, not JSON");
+    await publish(ctx, "f", JSON.stringify({ type: "b", n: 2 }));
+    await publish(ctx, "f", JSON.stringify({ other: "b" }));
+    await publish(ctx, "f", JSON.stringify(["type", "b"]));
+    const b = await consume(ctx, "f", "filter_key=type&filter_val=b");
+    assert.deepEqual(JSON.parse(textOf(b)), { type: "b", n: 2 });
+    const num = await consume(ctx, "f", "filter_key=n&filter_val=1");
+    assert.deepEqual(JSON.parse(textOf(num)), { type: "a", n: 1 });
+    await assertEmpty(ctx, "f", "filter_key=type&filter_val=b");
+    // Skipped messages stay, in order, for other consumers.
+    const rest = await consume(ctx, "f", "limit=10");
+    assert.deepEqual(rest.map(textOf), [
+      "type=b, not JSON",
+      JSON.stringify({ other: "b" }),
+      JSON.stringify(["type", "b"]),
+    ]);
+  });
+});
+
+Deno.test("GET /consume?filter_key alone matches messages that have the key", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "fk", JSON.stringify({ nope: 1 }));
+    await publish(ctx, "fk", JSON.stringify({ urgent: false }));
+    const m = await consume(ctx, "fk", "filter_key=urgent");
+    assert.deepEqual(JSON.parse(textOf(m)), { urgent: false });
+    await assertEmpty(ctx, "fk", "filter_key=urgent");
+  });
+});
+
+Deno.test("GET /consume?filter_key with a dotted path reaches nested keys", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "fd", JSON.stringify({ order: { status: "open" } }));
+    await publish(ctx, "fd", JSON.stringify({ order: { status: "paid", total: 5 } }));
+    const m = await consume(ctx, "fd", "filter_key=order.status&filter_val=paid");
+    assert.equal(JSON.parse(textOf(m)).order.status, "paid");
+    const t = await ctx.call("GET", "/consume/fd?filter_key=order.total&filter_val=5");
+    assertProblem(t, 404, "queue_empty"); // the only match is in flight now
+  });
+});
+
+Deno.test("GET /consume?filter_key never matches a non-JSON payload", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "fn", "type");
+    await publish(ctx, "fn", '{"type": "a"'); // truncated JSON
+    await publish(ctx, "fn", new Uint8Array([0xff, 0x00, 0x7b]));
+    await assertEmpty(ctx, "fn", "filter_key=type");
+    await assertEmpty(ctx, "fn", "filter_key=type&filter_val=a");
+    const all = await consume(ctx, "fn", "limit=10&peek=true");
+    assert.equal(all.length, 3);
+  });
+});
+
+Deno.test("GET /consume?visibility sets the lease of this delivery", async () => {
+  await withBroker({}, async (ctx) => {
+    const p = await publish(ctx, "vis", "x");
+    await consume(ctx, "vis", "visibility=5s");
+    await ctx.tick(4_000);
+    await assertEmpty(ctx, "vis");
+    await ctx.tick(2_000);
+    const again = await consume(ctx, "vis", "visibility=1m");
+    assert.equal(again.id, p.id);
+    assert.equal(again.retry_count, 1);
+    await ctx.tick(40_000); // past the 30s default, inside the 1m lease
+    await assertEmpty(ctx, "vis");
+    await ctx.tick(21_000);
+    assert.equal((await consume(ctx, "vis")).retry_count, 2);
+  });
+});
+
+Deno.test("GET /consume messages carry the contract fields", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "fields", "x", "ttl=1h&priority=low", { "x-mq-k": "v" });
+    const m: Json = await consume(ctx, "fields");
+    for (const k of ["id", "topic", "payload", "payload_text", "timestamp", "retry_count"]) {
+      assert.ok(k in m, `Message lacks ${k}: ${JSON.stringify(m)}`);
+    }
+    assert.equal(m.priority, "low");
+    assert.deepEqual(m.headers, { "x-mq-k": "v" });
+    assert.equal(Date.parse(m.expires_at) - Date.parse(m.timestamp), 3_600_000);
+  });
+});
