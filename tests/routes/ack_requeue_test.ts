@@ -1,0 +1,307 @@
+/**
+ * Ack, batch ack, requeue, dead-lettering, visibility timeouts, touch and redrive through the
+ * HTTP server.
+ */
+
+import assert from "node:assert/strict";
+import {
+  assertEmpty,
+  assertProblem,
+  consume,
+  type Ctx,
+  type Json,
+  publish,
+  textOf,
+  withBroker,
+} from "./_http.ts";
+
+/** Requeues a consumed message and asserts 200; returns the answer. */
+async function requeue(ctx: Ctx, msg: Json, query = ""): Promise<Json> {
+  const res = await ctx.call("POST", `/requeue${query ? "?" + query : ""}`, { json: msg });
+  assert.equal(res.status, 200, res.text);
+  return res.body;
+}
+
+/** Publishes one message and requeues it until it is dead-lettered; returns its id. */
+async function deadLetter(ctx: Ctx, topic: string, text: string): Promise<string> {
+  const p = await publish(ctx, topic, text);
+  for (let i = 1; i <= 3; i++) {
+    const m = await consume(ctx, topic);
+    assert.equal(m.id, p.id);
+    const r = await requeue(ctx, m);
+    assert.equal(r.status, i < 3 ? "requeued" : "dead_lettered");
+  }
+  return p.id;
+}
+
+Deno.test("POST /ack/{topic}/{id} answers 204 and the message is gone for good", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "ack", "x");
+    const m = await consume(ctx, "ack");
+    const res = await ctx.call("POST", `/ack/ack/${m.id}`);
+    assert.equal(res.status, 204);
+    assert.equal(res.text, "");
+    assert.ok(res.headers.get("x-request-id"));
+    await ctx.tick(60_000); // past any lease: an acked message never comes back
+    await assertEmpty(ctx, "ack");
+    assertProblem(await ctx.call("POST", `/ack/ack/${m.id}`), 404, "message_not_found");
+  });
+});
+
+Deno.test("POST /ack/{topic}/{id} with an unknown id is 404 message_not_found", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "ack", "x");
+    const unknown = "01890000-0000-7000-8000-000000000000";
+    assertProblem(await ctx.call("POST", `/ack/ack/${unknown}`), 404, "message_not_found");
+    assertProblem(await ctx.call("POST", "/ack/ack/not-a-uuid"), 404, "message_not_found");
+    const m = await consume(ctx, "ack");
+    assertProblem(await ctx.call("POST", `/ack/other/${m.id}`), 404);
+  });
+});
+
+Deno.test("POST /ack/{topic} acks a batch: 200 {acked, not_found}", async () => {
+  await withBroker({}, async (ctx) => {
+    for (const t of ["a", "b", "c"]) await publish(ctx, "batch", t);
+    const ms = await consume(ctx, "batch", "limit=3");
+    const missing = "01890000-0000-7000-8000-000000000001";
+    const res = await ctx.call("POST", "/ack/batch", {
+      json: { ids: [ms[0].id, ms[2].id, missing] },
+    });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.body, { acked: 2, not_found: [missing] });
+    await ctx.tick(31_000);
+    const back = await consume(ctx, "batch", "limit=10");
+    assert.deepEqual(back.map(textOf), ["b"], "only the un-acked message comes back");
+  });
+});
+
+Deno.test("POST /ack with ?group= acks that group's copy only", async () => {
+  await withBroker({}, async (ctx) => {
+    const g = await ctx.call("POST", "/api/groups", { json: { topic: "ga", group: "billing" } });
+    assert.equal(g.status, 201, g.text);
+    await publish(ctx, "ga", "x");
+    const mine = await consume(ctx, "ga", "group=billing");
+    assert.equal(mine.group, "billing");
+    const theirs = await consume(ctx, "ga");
+    assert.equal(theirs.id, mine.id);
+    assert.equal((await ctx.call("POST", `/ack/ga/${mine.id}?group=billing`)).status, 204);
+    assertProblem(await ctx.call("POST", `/ack/ga/${mine.id}?group=billing`), 404);
+    // The default group's delivery is still in flight and can be acked.
+    assert.equal((await ctx.call("POST", `/ack/ga/${theirs.id}`)).status, 204);
+  });
+});
+
+Deno.test("POST /ack/{topic}?group= acks a batch of that group", async () => {
+  await withBroker({}, async (ctx) => {
+    await ctx.call("POST", "/api/groups", { json: { topic: "gb", group: "audit" } });
+    for (const t of ["a", "b"]) await publish(ctx, "gb", t);
+    const ms = await consume(ctx, "gb", "group=audit&limit=2");
+    const res = await ctx.call("POST", "/ack/gb?group=audit", {
+      json: { ids: ms.map((m: Json) => m.id) },
+    });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.body, { acked: 2, not_found: [] });
+    // The default group still has both messages.
+    assert.equal((await consume(ctx, "gb", "limit=10")).length, 2);
+  });
+});
+
+Deno.test("POST /requeue answers {id,topic,retry_count,status,queue} and redelivers", async () => {
+  await withBroker({}, async (ctx) => {
+    const p = await publish(ctx, "rq", "x");
+    const m = await consume(ctx, "rq");
+    const r = await requeue(ctx, m);
+    assert.deepEqual(r, { id: p.id, topic: "rq", retry_count: 1, status: "requeued", queue: "rq" });
+    const again = await consume(ctx, "rq");
+    assert.equal(again.id, p.id);
+    assert.equal(again.retry_count, 1);
+    assert.equal(again.payload_text, "x");
+  });
+});
+
+Deno.test("POST /requeue ignores the client's payload and counters", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "rqi", "original");
+    const m = await consume(ctx, "rqi");
+    const r = await requeue(ctx, {
+      ...m,
+      payload: btoa("forged"),
+      payload_text: "forged",
+      retry_count: 2,
+    });
+    assert.equal(r.retry_count, 1);
+    assert.equal(r.status, "requeued");
+    const again = await consume(ctx, "rqi");
+    assert.equal(again.payload_text, "original");
+    assert.equal(again.retry_count, 1);
+  });
+});
+
+Deno.test("POST /requeue the 3rd time dead-letters into {topic}.dlq", async () => {
+  await withBroker({}, async (ctx) => {
+    const p = await publish(ctx, "jobs", "poison");
+    for (let i = 1; i <= 2; i++) {
+      const m = await consume(ctx, "jobs");
+      const r = await requeue(ctx, m);
+      assert.deepEqual(r, {
+        id: p.id,
+        topic: "jobs",
+        retry_count: i,
+        status: "requeued",
+        queue: "jobs",
+      });
+    }
+    const m = await consume(ctx, "jobs");
+    assert.equal(m.retry_count, 2);
+    const r = await requeue(ctx, m);
+    assert.equal(r.status, "dead_lettered");
+    assert.equal(r.queue, "jobs.dlq");
+    assert.equal(r.retry_count, 3);
+    assert.equal(r.id, p.id);
+    await assertEmpty(ctx, "jobs");
+    const dead = await consume(ctx, "jobs.dlq");
+    assert.equal(dead.payload_text, "poison");
+  });
+});
+
+Deno.test("POST /requeue keeps the reason, shown on the dead-lettered message", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "why", "x");
+    let m = await consume(ctx, "why");
+    await requeue(ctx, m, "reason=first-try");
+    m = await consume(ctx, "why");
+    await requeue(ctx, { ...m, reason: "second-try" });
+    m = await consume(ctx, "why");
+    await requeue(ctx, m, "reason=" + encodeURIComponent("parser crashed: bad input"));
+    const dead = await consume(ctx, "why.dlq", "peek=true");
+    assert.ok(
+      JSON.stringify(dead).includes("parser crashed: bad input"),
+      `reason not shown in the DLQ: ${JSON.stringify(dead)}`,
+    );
+  });
+});
+
+Deno.test("POST /requeue?delay hides the message again for that long", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "rqd", "x");
+    const m = await consume(ctx, "rqd");
+    await requeue(ctx, m, "delay=10s");
+    await assertEmpty(ctx, "rqd");
+    await ctx.tick(9_000);
+    await assertEmpty(ctx, "rqd");
+    await ctx.tick(1_000);
+    assert.equal((await consume(ctx, "rqd")).retry_count, 1);
+  });
+});
+
+Deno.test("POST /requeue with delay in the body hides the message too", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "rqb", "x");
+    const m = await consume(ctx, "rqb");
+    await requeue(ctx, { ...m, delay: "5s" });
+    await assertEmpty(ctx, "rqb");
+    await ctx.tick(5_000);
+    assert.equal((await consume(ctx, "rqb")).payload_text, "x");
+  });
+});
+
+Deno.test("POST /requeue of a message that is not in flight is 404 message_not_found", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "rqn", "x");
+    const m = await consume(ctx, "rqn");
+    assert.equal((await ctx.call("POST", `/ack/rqn/${m.id}`)).status, 204);
+    const res = await ctx.call("POST", "/requeue", { json: m });
+    assertProblem(res, 404, "message_not_found");
+    const unknown = { ...m, id: "01890000-0000-7000-8000-000000000002" };
+    assertProblem(await ctx.call("POST", "/requeue", { json: unknown }), 404, "message_not_found");
+  });
+});
+
+Deno.test("POST /requeue?group= requeues that group's copy", async () => {
+  await withBroker({}, async (ctx) => {
+    await ctx.call("POST", "/api/groups", { json: { topic: "rg", group: "g1" } });
+    await publish(ctx, "rg", "x");
+    const m = await consume(ctx, "rg", "group=g1");
+    const r = await requeue(ctx, m, "group=g1");
+    assert.equal(r.status, "requeued");
+    assert.equal(r.retry_count, 1);
+    const again = await consume(ctx, "rg", "group=g1");
+    assert.equal(again.retry_count, 1);
+    assert.equal((await consume(ctx, "rg")).retry_count, 0, "the default group is untouched");
+  });
+});
+
+Deno.test("visibility timeout counts as an attempt and dead-letters after 3", async () => {
+  await withBroker({}, async (ctx) => {
+    const p = await publish(ctx, "crash", "x");
+    for (let i = 0; i < 3; i++) {
+      const m = await consume(ctx, "crash");
+      assert.equal(m.id, p.id);
+      assert.equal(m.retry_count, i);
+      await ctx.tick(31_000); // default lease is 30s
+    }
+    await assertEmpty(ctx, "crash");
+    const dead = await consume(ctx, "crash.dlq");
+    assert.equal(dead.payload_text, "x");
+  });
+});
+
+Deno.test("visibility from the topic's settings sets the lease", async () => {
+  await withBroker({}, async (ctx) => {
+    const t = await ctx.call("POST", "/api/topics", { json: { name: "tv", visibility: "5s" } });
+    assert.equal(t.status, 201, t.text);
+    await publish(ctx, "tv", "x");
+    await consume(ctx, "tv");
+    await ctx.tick(4_000);
+    await assertEmpty(ctx, "tv");
+    await ctx.tick(2_000);
+    assert.equal((await consume(ctx, "tv")).retry_count, 1);
+  });
+});
+
+Deno.test("POST /touch/{topic}/{id}?by= extends the lease", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "touch", "x");
+    const m = await consume(ctx, "touch", "visibility=10s");
+    await ctx.tick(8_000);
+    const res = await ctx.call("POST", `/touch/touch/${m.id}?by=30s`);
+    assert.ok(res.status >= 200 && res.status < 300, `${res.status} ${res.text}`);
+    await ctx.tick(27_000); // 35s: past the first lease; inside the touched one either way
+    await assertEmpty(ctx, "touch");
+    await ctx.tick(6_000); // 41s: past now+30s and past deadline+30s
+    const again = await consume(ctx, "touch");
+    assert.equal(again.id, m.id);
+    assert.equal(again.retry_count, 1);
+  });
+});
+
+Deno.test("POST /touch of an unknown or acked message is 404 message_not_found", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "touch2", "x");
+    const m = await consume(ctx, "touch2");
+    assert.equal((await ctx.call("POST", `/ack/touch2/${m.id}`)).status, 204);
+    assertProblem(await ctx.call("POST", `/touch/touch2/${m.id}?by=30s`), 404, "message_not_found");
+  });
+});
+
+Deno.test("POST /api/queues/redrive moves the DLQ back with retry_count 0", async () => {
+  await withBroker({}, async (ctx) => {
+    await deadLetter(ctx, "rd", "a");
+    await deadLetter(ctx, "rd", "b");
+    const res = await ctx.call("POST", "/api/queues/redrive?queue=rd");
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.body, { queue: "rd", source: "rd.dlq", moved: 2 });
+    await assertEmpty(ctx, "rd.dlq");
+    const back = await consume(ctx, "rd", "limit=10");
+    assert.deepEqual(back.map(textOf).sort(), ["a", "b"]);
+    for (const m of back) assert.equal(m.retry_count, 0);
+    // It gets a full set of attempts again.
+    const r = await requeue(ctx, back[0]);
+    assert.equal(r.status, "requeued");
+    assert.equal(r.retry_count, 1);
+
+    const none = await ctx.call("POST", "/api/queues/redrive?queue=rd");
+    assert.equal(none.status, 200, none.text);
+    assert.equal(none.body.moved, 0);
+  });
+});
