@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import {
   assertEmpty,
   assertProblem,
+  call,
   consume,
   type Json,
   publish,
@@ -110,6 +111,35 @@ Deno.test("GET /consume wakes each parked long-poll with its own message", async
     assert.equal(r1.status, 200, r1.text);
     assert.equal(r2.status, 200, r2.text);
     assert.deepEqual([r1.body.payload_text, r2.body.payload_text].sort(), ["m1", "m2"]);
+  });
+});
+
+Deno.test("GET /consume?timeout abandoned by its client does not swallow the next message", async () => {
+  await withBroker({}, async (ctx) => {
+    const ac = new AbortController();
+    const gone = call(ctx.url, "GET", "/consume/ab?timeout=5s", { signal: ac.signal });
+    await settle(ctx.url);
+    ac.abort();
+    await gone.catch(() => {});
+    await settle(ctx.url); // let the broker see the closed connection
+    const p = await publish(ctx, "ab", "for a live consumer");
+    const m = await consume(ctx, "ab");
+    assert.equal(m.id, p.id);
+    assert.equal(m.retry_count, 0);
+  });
+});
+
+Deno.test("GET /consume?timeout&filter_key waits for a matching message only", async () => {
+  await withBroker({}, async (ctx) => {
+    const waiting = ctx.start("GET", "/consume/lf?timeout=5s&filter_key=type&filter_val=b");
+    await settle(ctx.url);
+    await publish(ctx, "lf", JSON.stringify({ type: "a" }));
+    await publish(ctx, "lf", JSON.stringify({ type: "b" }));
+    const res = await waiting;
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(JSON.parse(textOf(res.body)), { type: "b" });
+    const rest = await consume(ctx, "lf", "limit=10");
+    assert.deepEqual(rest.map((m: Json) => JSON.parse(textOf(m))), [{ type: "a" }]);
   });
 });
 
