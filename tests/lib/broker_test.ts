@@ -1,0 +1,134 @@
+import { assert, assertEquals, assertRejects } from "../_support/assert.ts";
+import { Broker } from "../../lib/broker.ts";
+import { type Config, defaultConfig } from "../../lib/config.ts";
+
+const bytes = (s: string) => new TextEncoder().encode(s);
+const text = (m: { payload_text?: string }) => m.payload_text;
+
+async function open(overrides: Partial<Config> = {}, start = 1_000_000) {
+  const dir = overrides.dataDir ?? await Deno.makeTempDir();
+  let now = start;
+  const broker = await Broker.open(defaultConfig({ dataDir: dir, ...overrides }), {
+    clock: () => now,
+  });
+  return {
+    broker,
+    dir,
+    advance(ms: number) {
+      now += ms;
+      broker.sweep(now);
+    },
+    get now() {
+      return now;
+    },
+  };
+}
+
+Deno.test("Broker.consume() honours delay, TTL and priority with a hand-driven clock", async () => {
+  const t = await open();
+  await t.broker.publish("t", bytes("low"), { priority: 2 });
+  await t.broker.publish("t", bytes("later"), { delayMs: 1_000 });
+  await t.broker.publish("t", bytes("short"), { ttlMs: 500 });
+  await t.broker.publish("t", bytes("high"), { priority: 0 });
+  t.advance(500); // "short" expires
+  assertEquals((await t.broker.consume("t", { limit: 10, autoAck: true })).map(text), [
+    "high",
+    "low",
+  ]);
+  t.advance(499);
+  assertEquals(await t.broker.consume("t"), []);
+  t.advance(1);
+  assertEquals((await t.broker.consume("t", { autoAck: true })).map(text), ["later"]);
+  assertEquals(t.broker.findTopic("t")!.counters.expired, 1);
+  await t.broker.close();
+  await Deno.remove(t.dir, { recursive: true });
+});
+
+Deno.test("Broker.sweep() ends leases: each counts as an attempt, the third dead-letters", async () => {
+  const t = await open({ visibilityMs: 1_000 });
+  const { id } = await t.broker.publish("jobs", bytes("x"));
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const [m] = await t.broker.consume("jobs");
+    assertEquals(m?.retry_count, attempt);
+    t.advance(1_000);
+  }
+  assertEquals(await t.broker.consume("jobs"), []);
+  const [dead] = await t.broker.consume("jobs.dlq", { peek: true });
+  assertEquals([dead?.id, dead?.retry_count, dead?.reason], [id, 3, "visibility timeout"]);
+  assertEquals(await t.broker.redrive("jobs"), { queue: "jobs", source: "jobs.dlq", moved: 1 });
+  const [back] = await t.broker.consume("jobs");
+  assertEquals([back?.id, back?.retry_count, back?.redrive_count], [id, 0, 1]);
+  await t.broker.close();
+  await Deno.remove(t.dir, { recursive: true });
+});
+
+Deno.test("Broker.open() rebuilds after a restart exactly what was live", async () => {
+  const t = await open();
+  const b = t.broker;
+  await b.createTopic("orders", { policy: "drop-oldest", retainMs: 3_600_000 });
+  await b.createGroup("orders", "billing");
+  await b.publish("orders", bytes("a"), { headers: ["x-mq-k", "v"], idempotencyKey: "key-a" });
+  await b.publish("orders", bytes("b"), { priority: 0 });
+  await b.publish("orders", bytes("c"), { delayMs: 60_000 });
+  const [first] = await b.consume("orders"); // "b" (high)
+  await b.requeue("orders", "", first!.id, { reason: "later" });
+  const [billed] = await b.consume("orders", { group: "billing", autoAck: true });
+  const live = await b.consume("orders", { peek: true, limit: 10 });
+  const liveBilling = await b.consume("orders", { group: "billing", peek: true, limit: 10 });
+  await b.close();
+
+  const again = await open({ dataDir: t.dir }, t.now);
+  const r = again.broker;
+  assertEquals(await r.consume("orders", { peek: true, limit: 10 }), live);
+  assertEquals(await r.consume("orders", { group: "billing", peek: true, limit: 10 }), liveBilling);
+  assertEquals(billed?.payload_text, "b");
+  const topic = r.findTopic("orders")!;
+  assertEquals([topic.settings.policy, topic.settings.retainMs], ["drop-oldest", 3_600_000]);
+  const dup = await r.publish("orders", bytes("a again"), { idempotencyKey: "key-a" });
+  assertEquals(dup.deduplicated, true);
+  again.advance(60_000);
+  assertEquals((await r.consume("orders", { limit: 10, peek: true })).map(text), ["b", "a", "c"]);
+  await r.close();
+  await Deno.remove(t.dir, { recursive: true });
+});
+
+Deno.test("Broker compaction shrinks the WAL and a restart sees the same messages", async () => {
+  const t = await open({ compactMinBytes: 0, compactRatio: 2 });
+  const b = t.broker;
+  for (let i = 0; i < 500; i++) await b.publish("c", bytes(`m${i}`.padEnd(200, ".")));
+  for (let i = 0; i < 495; i++) {
+    const [m] = await b.consume("c");
+    await b.ack("c", "", [m!.id]);
+  }
+  const before = (await Deno.stat(`${t.dir}/c.wal`)).size;
+  t.advance(10);
+  await b.findTopic("c")!.wal.barrier();
+  await new Promise((r) => setTimeout(r, 0)); // let the background compaction start
+  await b.close(); // close waits for a running compaction
+  const after = (await Deno.stat(`${t.dir}/c.wal`)).size;
+  assert(after * 10 < before, `compacted ${before} → ${after}`);
+  const again = await open({ dataDir: t.dir }, t.now);
+  const left = await again.broker.consume("c", { limit: 10, peek: true });
+  assertEquals(left.map((m) => m.payload_text!.replace(/\.+$/, "")), [
+    "m495",
+    "m496",
+    "m497",
+    "m498",
+    "m499",
+  ]);
+  await again.broker.close();
+  await Deno.remove(t.dir, { recursive: true });
+});
+
+Deno.test("Broker.publish() applies the topic policy at the cap", async () => {
+  const t = await open({ maxQueue: 2 });
+  await t.broker.createTopic("drop", { policy: "drop-oldest" });
+  for (const s of ["1", "2", "3"]) {
+    await t.broker.publish("drop", bytes(s));
+    await t.broker.publish("keep", bytes(s)).catch(() => {});
+  }
+  assertEquals((await t.broker.consume("drop", { limit: 5, peek: true })).map(text), ["2", "3"]);
+  await assertRejects(() => t.broker.publish("keep", bytes("4")), "queue_full");
+  await t.broker.close();
+  await Deno.remove(t.dir, { recursive: true });
+});

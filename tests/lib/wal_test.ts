@@ -1,0 +1,108 @@
+import { assert, assertEquals } from "../_support/assert.ts";
+import { Logger, silentLogger } from "../../lib/log.ts";
+import { FileWal, replayFile } from "../../lib/wal.ts";
+import { encodeRecord, RecordType, type WalRecord } from "../../lib/wal_record.ts";
+
+function key(seq: number): WalRecord {
+  return { type: RecordType.Key, seq, key: `k${seq}`, id: `id${seq}`, at: seq };
+}
+
+async function replayAll(path: string, log = silentLogger) {
+  const seen: number[] = [];
+  const result = await replayFile(path, (r) => seen.push(r.seq), log);
+  return { seen, result };
+}
+
+Deno.test("FileWal.append() shares one fsync among concurrent appends (group commit)", async () => {
+  const dir = await Deno.makeTempDir();
+  const fsyncs: number[] = [];
+  const wal = new FileWal(`${dir}/t.wal`, dir, 0, {
+    fsync: "always",
+    log: silentLogger,
+    onFsync: (s) => fsyncs.push(s),
+  });
+  // 200 appends issued in one turn: the first flush carries one, the next carries the rest.
+  await Promise.all(Array.from({ length: 200 }, (_, i) => wal.append(encodeRecord(key(i + 1)))));
+  await wal.close();
+  assert(fsyncs.length <= 3, `expected group commit, got ${fsyncs.length} fsyncs`);
+  const { seen, result } = await replayAll(`${dir}/t.wal`);
+  assertEquals(seen, Array.from({ length: 200 }, (_, i) => i + 1));
+  assertEquals(result.cut, undefined);
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("replayFile() cuts a torn tail, logs it, and keeps every whole record", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/t.wal`;
+  const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
+  for (let i = 1; i <= 10; i++) await wal.append(encodeRecord(key(i)));
+  await wal.close();
+  const full = (await Deno.stat(path)).size;
+  await Deno.truncate(path, full - 3); // the last record loses its end
+  const lines: string[] = [];
+  const { seen, result } = await replayAll(path, new Logger("warn", (l) => lines.push(l)));
+  assertEquals(seen.length, 9);
+  assert(result.cut?.includes("torn"), `cut reason: ${result.cut}`);
+  assert(lines.some((l) => l.includes("WAL tail cut off")), "a warn line");
+  assertEquals((await Deno.stat(path)).size, result.validBytes);
+  // The cut file takes new records after the surviving ones.
+  const again = new FileWal(path, dir, result.validBytes, { fsync: "always", log: silentLogger });
+  await again.append(encodeRecord(key(11)));
+  await again.close();
+  assertEquals((await replayAll(path)).seen, [1, 2, 3, 4, 5, 6, 7, 8, 9, 11]);
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("replayFile() stops at a checksum mismatch", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/t.wal`;
+  const wal = new FileWal(path, dir, 0, { fsync: "never", log: silentLogger });
+  for (let i = 1; i <= 5; i++) await wal.append(encodeRecord(key(i)));
+  await wal.close();
+  const bytes = await Deno.readFile(path);
+  bytes[bytes.length - 2]! ^= 0xff;
+  await Deno.writeFile(path, bytes);
+  const { seen, result } = await replayAll(path);
+  assertEquals(seen, [1, 2, 3, 4]);
+  assertEquals(result.cut, "checksum mismatch");
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("replayFile() refuses an unknown file version instead of losing data", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/t.wal`;
+  const wal = new FileWal(path, dir, 0, { fsync: "never", log: silentLogger });
+  await wal.append(encodeRecord(key(1)));
+  await wal.close();
+  const bytes = await Deno.readFile(path);
+  bytes[8] = 9; // file version 9
+  await Deno.writeFile(path, bytes);
+  let error = "";
+  await replayAll(path).catch((e) => error = e.message);
+  assert(error.includes("unknown WAL format version 9"), error);
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("FileWal.compact() keeps records appended while it runs", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/t.wal`;
+  const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
+  for (let i = 1; i <= 100; i++) await wal.append(encodeRecord(key(i)));
+  // Snapshot: only the last 10 keys still matter. Appends race with the compaction.
+  const racing: Promise<void>[] = [];
+  const compaction = wal.compact(() => {
+    queueMicrotask(() => {
+      for (let i = 101; i <= 150; i++) racing.push(wal.append(encodeRecord(key(i))));
+    });
+    return Array.from({ length: 10 }, (_, i) => encodeRecord(key(91 + i)));
+  });
+  await compaction;
+  await Promise.all(racing);
+  for (let i = 151; i <= 160; i++) await wal.append(encodeRecord(key(i)));
+  await wal.close();
+  const { seen } = await replayAll(path);
+  const expected = [...Array.from({ length: 10 }, (_, i) => 91 + i)];
+  for (let i = 101; i <= 160; i++) expected.push(i);
+  assertEquals(seen, expected);
+  await Deno.remove(dir, { recursive: true });
+});
