@@ -1,0 +1,89 @@
+/**
+ * BROKER_FSYNC=interval and =never serve and keep their data across a graceful restart;
+ * a bad BROKER_FSYNC value stops start-up with one clear line and no stack trace.
+ */
+
+import assert from "node:assert/strict";
+import { consume, drain, logLines, publish, start, stop, text, withDataDir } from "./_util.ts";
+
+for (const mode of ["interval", "never"] as const) {
+  for (const how of ["env", "flag"] as const) {
+    Deno.test({
+      name: `BROKER_FSYNC=${mode} (${how}) serves and survives a SIGTERM restart`,
+      sanitizeOps: false,
+      sanitizeResources: false,
+      fn: () =>
+        withDataDir(async (dir) => {
+          const env: Record<string, string> = how === "env" ? { BROKER_FSYNC: mode } : {};
+          const args = how === "flag" ? ["--fsync", mode] : [];
+          const topic = `fsync-${mode}`;
+          const sent: string[] = [];
+          let child = await start(dir, env, args);
+          const listening = logLines(child).find((l) => l.msg === "listening");
+          assert.equal(listening?.fsync, mode, "the listening line reports the fsync mode");
+
+          // One at a time, so publish order is known.
+          for (let i = 0; i < 200; i++) {
+            const p = await publish(child.url, topic, `${mode}-${i}`);
+            assert.equal(p.status, 201, JSON.stringify(p.body));
+            sent.push(`${mode}-${i}`);
+          }
+          // Take 50 and ack them; take 10 more and leave them in flight.
+          const acked = await consume(child.url, topic, "limit=50&auto_ack=true");
+          assert.equal(acked.length, 50);
+          const held = await consume(child.url, topic, "limit=10");
+          assert.equal(held.length, 10);
+
+          const status = await stop(child, "SIGTERM");
+          assert.equal(status.code, 0, `exit after SIGTERM:\n${child.logs.join("\n")}`);
+
+          child = await start(dir, env, args);
+          const back = (await drain(child.url, topic, "auto_ack=true")).map(text);
+          assert.deepEqual(
+            back,
+            sent.slice(50),
+            "the 150 unacked messages, the 10 in flight first, in publish order",
+          );
+          assert.ok(
+            logLines(child).some((l) => l.msg === "recovered"),
+            `no "recovered" line:\n${child.logs.join("\n")}`,
+          );
+          assert.equal((await stop(child, "SIGTERM")).code, 0);
+        }),
+    });
+  }
+}
+
+Deno.test({
+  name: "an invalid BROKER_FSYNC stops start-up with one line naming it, and no stack trace",
+  fn: () =>
+    withDataDir(async (dir) => {
+      for (const how of ["env", "flag"] as const) {
+        const mainTs = new URL("../../main.ts", import.meta.url).pathname;
+        const out = await new Deno.Command(Deno.execPath(), {
+          args: [
+            "run",
+            "-A",
+            mainTs,
+            "--port",
+            "0",
+            "--data-dir",
+            dir,
+            ...(how === "flag" ? ["--fsync", "sometimes"] : []),
+          ],
+          env: { NO_COLOR: "1", ...(how === "env" ? { BROKER_FSYNC: "sometimes" } : {}) },
+          stdin: "null",
+          stdout: "piped",
+          stderr: "piped",
+        }).output();
+        const stderr = new TextDecoder().decode(out.stderr);
+        const lines = stderr.split("\n").filter((l) => l.trim() !== "");
+        assert.notEqual(out.code, 0, `${how}: exit code`);
+        assert.equal(lines.length, 1, `${how}: expected one stderr line, got:\n${stderr}`);
+        assert.match(lines[0]!, /BROKER_FSYNC/, `${how}: the line names the setting`);
+        assert.match(lines[0]!, /sometimes/, `${how}: the line quotes the value`);
+        assert.doesNotMatch(stderr, /^\s+at /m, `${how}: no stack trace`);
+        assert.doesNotMatch(stderr, /listening/, `${how}: must not start`);
+      }
+    }),
+});
