@@ -5,7 +5,14 @@
  */
 
 import { createHash } from "node:crypto";
-import { type Config, DLQ_SUFFIX, IDEMPOTENCY_WINDOW_MS, MAX_PEEK, VERSION } from "./config.ts";
+import {
+  type Config,
+  DLQ_SUFFIX,
+  IDEMPOTENCY_WINDOW_MS,
+  MAX_PAYLOAD_BYTES,
+  MAX_PEEK,
+  VERSION,
+} from "./config.ts";
 import { deadLetter, dlqName, exhausted, redrive } from "./dead_letter.ts";
 import { BrokerError } from "./errors.ts";
 import type { Group, Waiter } from "./group.ts";
@@ -220,9 +227,7 @@ export class Broker {
     opts: PublishOptions = {},
   ): Promise<PublishResult> {
     this.#gate();
-    if (payload.length === 0) {
-      throw new BrokerError("empty_body", `Cannot publish to "${name}": the body is empty`);
-    }
+    checkPayload(name, payload);
     const topic = this.getTopic(name);
     const now = this.now();
     const key = opts.idempotencyKey;
@@ -309,10 +314,8 @@ export class Broker {
    */
   broadcast(name: string, payload: Uint8Array, opts: PublishOptions = {}): number {
     this.#gate();
-    if (payload.length === 0) {
-      throw new BrokerError("empty_body", `Cannot broadcast to "${name}": the body is empty`);
-    }
     checkName(name, "topic");
+    checkPayload(name, payload);
     const topic = this.topics.get(name);
     if (!topic) return 0;
     const now = this.now();
@@ -897,6 +900,18 @@ export class Broker {
   oldestAgeSeconds(g: Group, now: number): number {
     const ts = g.oldestTimestamp();
     return ts === undefined ? 0 : Math.max(0, (now - ts) / 1000);
+  }
+}
+
+function checkPayload(topic: string, payload: Uint8Array): void {
+  if (payload.length === 0) {
+    throw new BrokerError("empty_body", `Cannot publish to "${topic}": the body is empty`);
+  }
+  if (payload.length > MAX_PAYLOAD_BYTES) {
+    throw new BrokerError(
+      "payload_too_large",
+      `Cannot publish to "${topic}": ${payload.length} bytes is more than ${MAX_PAYLOAD_BYTES}`,
+    );
   }
 }
 

@@ -67,6 +67,9 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
       const start = url.indexOf("/", url.indexOf("//") + 2);
       const q = url.indexOf("?", start);
       const path = q < 0 ? url.slice(start) : url.slice(start, q);
+      if (broker.draining && path !== "/healthz") {
+        throw new BrokerError("draining", "The broker is draining; retry on another node");
+      }
       const m = router.match(req.method, path);
       if (!m) {
         throw new BrokerError("not_found", `No route for ${req.method} ${path}`);
@@ -87,9 +90,6 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
           inFlight: () => inFlight,
         };
         let early: Response | undefined;
-        if (broker.draining && route.pattern !== "/healthz") {
-          throw new BrokerError("draining", "The broker is draining; retry on another node");
-        }
         for (const hook of before) {
           early = hook(req, route, ctx);
           if (early) break;
