@@ -1,0 +1,282 @@
+/**
+ * A WAL file damaged at its tail after a SIGKILL (torn record, garbage, zeros, bad checksum)
+ * still starts: the broker warns, cuts the tail, keeps every record before it, and appends
+ * new records where the cut was so they survive the next restart. A file of an unknown
+ * format version stops start-up instead of being cut or skipped.
+ */
+
+import assert from "node:assert/strict";
+import {
+  decodeRecord,
+  FILE_HEADER_BYTES,
+  FRAME_HEADER_BYTES,
+  RecordType,
+} from "../../lib/wal_record.ts";
+import type { ChildBroker } from "../_support/server.ts";
+import {
+  consume,
+  fileSize,
+  logLines,
+  publish,
+  start,
+  stop,
+  text,
+  walPath,
+  withDataDir,
+} from "./_util.ts";
+
+const TOPIC = "torn";
+
+interface Frame {
+  offset: number;
+  /** Frame bytes, header included. */
+  size: number;
+  type: RecordType;
+}
+
+/** Walks the frames of an intact WAL file. */
+function frames(bytes: Uint8Array): Frame[] {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out: Frame[] = [];
+  let pos = FILE_HEADER_BYTES;
+  while (pos < bytes.length) {
+    const len = view.getUint32(pos, true);
+    const body = bytes.subarray(pos + FRAME_HEADER_BYTES, pos + FRAME_HEADER_BYTES + len);
+    assert.equal(body.length, len, `frame at ${pos} runs past the end of the file`);
+    out.push({ offset: pos, size: FRAME_HEADER_BYTES + len, type: decodeRecord(body).type });
+    pos += FRAME_HEADER_BYTES + len;
+  }
+  return out;
+}
+
+/** Payloads the default group would take next, in order, without taking them. */
+async function held(child: ChildBroker): Promise<string[]> {
+  return (await consume(child.url, TOPIC, "peek=true&limit=1000")).map(text);
+}
+
+async function publishAll(child: ChildBroker, payloads: string[]): Promise<void> {
+  for (const p of payloads) {
+    const r = await publish(child.url, TOPIC, p);
+    assert.equal(r.status, 201, `${p}: ${JSON.stringify(r.body)}`);
+  }
+}
+
+function cutWarnings(child: ChildBroker) {
+  return logLines(child).filter((l) => l.level === "warn" && /cut/i.test(String(l.msg)));
+}
+
+interface Damage {
+  name: string;
+  /** Returns the damaged file; `last` is the final frame (a PUBLISH of `torn-29`). */
+  damage(bytes: Uint8Array, last: Frame): Uint8Array;
+  /** Whether the last record is gone after the cut. */
+  losesLast: boolean;
+}
+
+const concat = (a: Uint8Array, b: Uint8Array) => {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+};
+
+const DAMAGES: Damage[] = [
+  {
+    name: "truncated in the middle of the last record",
+    damage: (b, last) => b.slice(0, last.offset + Math.floor(last.size / 2)),
+    losesLast: true,
+  },
+  {
+    name: "truncated inside the last record's frame header",
+    damage: (b, last) => b.slice(0, last.offset + 5),
+    losesLast: true,
+  },
+  {
+    name: "garbage bytes appended",
+    damage: (b) => concat(b, Uint8Array.from({ length: 37 }, (_, i) => (i * 97 + 13) & 0xff)),
+    losesLast: false,
+  },
+  {
+    name: "a zero-filled block appended (pre-allocated, never written)",
+    damage: (b) => concat(b, new Uint8Array(4096)),
+    losesLast: false,
+  },
+  {
+    name: "a frame header promising 1 MiB appended with nothing after it",
+    damage: (b) => {
+      const h = new Uint8Array(FRAME_HEADER_BYTES);
+      new DataView(h.buffer).setUint32(0, 1 << 20, true);
+      return concat(b, h);
+    },
+    losesLast: false,
+  },
+  {
+    name: "one byte flipped in the last record's payload (checksum mismatch)",
+    damage: (b, last) => {
+      const out = b.slice();
+      out[last.offset + last.size - 1]! ^= 0x20;
+      return out;
+    },
+    losesLast: true,
+  },
+];
+
+for (const d of DAMAGES) {
+  Deno.test({
+    name: `WAL tail ${d.name}: start-up cuts it, keeps what precedes, appends after the cut`,
+    sanitizeOps: false,
+    sanitizeResources: false,
+    fn: () =>
+      withDataDir(async (dir) => {
+        const path = walPath(dir, TOPIC);
+        let child = await start(dir);
+        // 25 publishes, 5 of them acked (an ACK record), then 5 more: the last record is a PUBLISH.
+        await publishAll(child, Array.from({ length: 25 }, (_, i) => `torn-${i}`));
+        const acked = await consume(child.url, TOPIC, "limit=5&auto_ack=true");
+        assert.deepEqual(acked.map(text), ["torn-0", "torn-1", "torn-2", "torn-3", "torn-4"]);
+        await publishAll(child, Array.from({ length: 5 }, (_, i) => `torn-${25 + i}`));
+        await stop(child, "SIGKILL");
+
+        const intact = await Deno.readFile(path);
+        const all = frames(intact);
+        const last = all[all.length - 1]!;
+        assert.equal(last.type, RecordType.Publish);
+        assert.ok(all.some((f) => f.type === RecordType.Ack), "an ACK record precedes the tail");
+        const damaged = d.damage(intact, last);
+        await Deno.writeFile(path, damaged);
+
+        const expected = Array.from({ length: 25 }, (_, i) => `torn-${5 + i}`);
+        if (d.losesLast) expected.pop();
+        const validBytes = d.losesLast ? last.offset : intact.length;
+
+        child = await start(dir);
+        const warns = cutWarnings(child);
+        assert.equal(warns.length, 1, `one warn line about the cut:\n${child.logs.join("\n")}`);
+        assert.equal(warns[0]!.path, path);
+        assert.equal(warns[0]!.valid_bytes, validBytes);
+        assert.equal(warns[0]!.cut_bytes, damaged.length - validBytes);
+        assert.equal(await fileSize(path), validBytes, "the file is cut back to its valid part");
+        assert.deepEqual(await held(child), expected);
+
+        // New records go where the cut was, and survive a crash and restart.
+        const more = ["after-0", "after-1", "after-2"];
+        await publishAll(child, more);
+        await stop(child, "SIGKILL");
+        child = await start(dir);
+        assert.deepEqual(cutWarnings(child), [], "nothing left to cut on the next start");
+        assert.deepEqual(await held(child), [...expected, ...more]);
+        assert.deepEqual(
+          frames(await Deno.readFile(path)).length,
+          all.length - (d.losesLast ? 1 : 0) + more.length,
+          "the file holds exactly the surviving and the new records",
+        );
+        await stop(child, "SIGTERM");
+      }),
+  });
+}
+
+Deno.test({
+  name: "a WAL file torn inside its 16-byte header starts afresh with a warning",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withDataDir(async (dir) => {
+      const path = walPath(dir, TOPIC);
+      let child = await start(dir);
+      await publishAll(child, ["x"]);
+      await stop(child, "SIGKILL");
+      await Deno.writeFile(path, (await Deno.readFile(path)).slice(0, 10));
+
+      child = await start(dir);
+      const firstLogs = child.logs.slice();
+      assert.deepEqual(await held(child), []);
+      await publishAll(child, ["y"]);
+      await stop(child, "SIGKILL");
+      child = await start(dir);
+      assert.deepEqual(await held(child), ["y"]);
+      await stop(child, "SIGTERM");
+      // Bytes were thrown away: say so, as every other cut does (wal.ts: "cuts ... logging it").
+      const warned = firstLogs.filter((l) => /"level":"warn"/.test(l) && /cut/i.test(l));
+      assert.equal(warned.length, 1, `a warn line about the cut:\n${firstLogs.join("\n")}`);
+    }),
+});
+
+/** Runs main.ts to its exit (bounded); for start-ups that must fail. */
+async function runToExit(dir: string): Promise<{ code: number; stderr: string }> {
+  const mainTs = new URL("../../main.ts", import.meta.url).pathname;
+  const proc = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", mainTs, "--port", "0", "--data-dir", dir],
+    env: { NO_COLOR: "1" },
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 15_000);
+  try {
+    const out = await proc.output();
+    return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+Deno.test({
+  name: "a WAL file of an unknown format version stops start-up, naming the file, losing nothing",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withDataDir(async (dir) => {
+      let child = await start(dir);
+      for (const t of ["fine", "future"]) {
+        for (let i = 0; i < 3; i++) {
+          assert.equal((await publish(child.url, t, `${t}-${i}`)).status, 201);
+        }
+      }
+      assert.equal((await stop(child, "SIGTERM")).code, 0);
+
+      const future = walPath(dir, "future");
+      const original = await Deno.readFile(future);
+      const bumped = original.slice();
+      new DataView(bumped.buffer).setUint16(8, 2, true); // file version 1 → 2
+      await Deno.writeFile(future, bumped);
+      const fineBefore = await Deno.readFile(walPath(dir, "fine"));
+
+      const { code, stderr } = await runToExit(dir);
+      assert.notEqual(code, 0, `start-up must fail:\n${stderr}`);
+      assert.doesNotMatch(stderr, /"msg":"listening"/);
+      assert.doesNotMatch(stderr, /^\s+at /m, "no stack trace");
+      // One plain line for a human (plus the structured log line of the same error).
+      const plain = stderr.split("\n").filter((l) => l.trim() !== "" && !l.startsWith("{"));
+      assert.equal(plain.length, 1, `one plain error line:\n${stderr}`);
+      assert.match(plain[0]!, /future\.wal/);
+      assert.match(plain[0]!, /version 2/);
+      // Neither file was cut, rewritten or removed.
+      assert.deepEqual(await Deno.readFile(future), bumped);
+      assert.deepEqual(await Deno.readFile(walPath(dir, "fine")), fineBefore);
+
+      // Put the version back: everything is still there.
+      await Deno.writeFile(future, original);
+      child = await start(dir);
+      for (const t of ["fine", "future"]) {
+        const got = (await consume(child.url, t, "peek=true&limit=10")).map(text);
+        assert.deepEqual(got, [`${t}-0`, `${t}-1`, `${t}-2`]);
+      }
+      await stop(child, "SIGTERM");
+    }),
+});
+
+Deno.test({
+  name: "a file that is not a Ferry WAL stops start-up instead of being cut",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withDataDir(async (dir) => {
+      const junk = new TextEncoder().encode("this is not a write-ahead log, keep me\n");
+      await Deno.writeFile(walPath(dir, "stranger"), junk);
+      const { code, stderr } = await runToExit(dir);
+      assert.notEqual(code, 0, `start-up must fail:\n${stderr}`);
+      assert.match(stderr, /stranger\.wal/);
+      assert.doesNotMatch(stderr, /^\s+at /m, "no stack trace");
+      assert.deepEqual(await Deno.readFile(walPath(dir, "stranger")), junk, "file untouched");
+    }),
+});
