@@ -51,7 +51,6 @@ function nameCalls(seg: string): [string, string, CallInit?][] {
     ["POST", `/ack/${seg}/${id}`],
     ["POST", `/ack/${seg}`, { json: { ids: [id] } }],
     ["POST", `/touch/${seg}/${id}?by=30s`],
-    ["POST", `/webhook/${seg}`, { json: { url: "http://127.0.0.1:9/" } }],
     ["GET", `/consume/ok?group=${q}`],
     ["POST", `/ack/ok/${id}?group=${q}`],
     ["POST", "/api/topics", { json: { name: decoded(seg) } }],
@@ -99,6 +98,19 @@ Deno.test("bad topic and group names are 400 invalid_name everywhere, nothing on
       assert.ok(!entry.includes("/"), `a subdirectory appeared in the data dir: ${entry}`);
       assert.ok(!/hidden|caf|escape|a b|\.\.|^a\*|a:b/.test(entry), `bad name on disk: ${entry}`);
     }
+  });
+});
+
+Deno.test("POST /webhook/{topic} with a bad topic name is 400 invalid_name", async () => {
+  await withBroker({}, async (ctx) => {
+    const bad = new Failures();
+    for (const seg of BAD_NAMES) {
+      const res = await ctx.call("POST", `/webhook/${seg}`, {
+        json: { url: "http://127.0.0.1:9/" },
+      });
+      bad.check(`POST /webhook/${seg}`, () => assertProblem(res, 400, "invalid_name"));
+    }
+    bad.assertNone();
   });
 });
 
@@ -214,7 +226,6 @@ Deno.test("malformed or mistyped JSON bodies are 400", async () => {
       "/ack/j",
       "/api/queues/publish",
       "/api/queues/consume",
-      "/webhook/j",
     ];
     const bad = new Failures();
     for (const path of paths) {
@@ -240,9 +251,6 @@ Deno.test("malformed or mistyped JSON bodies are 400", async () => {
       ["/api/queues/publish", { queue: "j", payload: 5 }],
       ["/api/queues/publish", { queue: "j" }],
       ["/api/queues/consume", {}],
-      ["/webhook/j", {}],
-      ["/webhook/j", { url: 5 }],
-      ["/webhook/j", { url: "http://127.0.0.1:9/", secret: 5 }],
     ];
     for (const [path, json] of typed) {
       const res = await ctx.call("POST", path, { json });
@@ -252,6 +260,25 @@ Deno.test("malformed or mistyped JSON bodies are 400", async () => {
     // Nothing happened to the queue.
     const all = await consume(ctx, "j", "limit=10");
     assert.deepEqual(all.map((m: { payload_text: string }) => m.payload_text), ["x"]);
+  });
+});
+
+Deno.test("POST /webhook/{topic} with a malformed or mistyped body is 400", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "wh", "x");
+    const bad = new Failures();
+    for (const body of ["{", "not json", "[]", "null", "", "{}", '{"url":5}']) {
+      const res = await ctx.call("POST", "/webhook/wh", {
+        body,
+        headers: { "content-type": "application/json" },
+      });
+      bad.check(`POST /webhook/wh ${JSON.stringify(body)}`, () => assertProblem(res, 400));
+    }
+    const secret = await ctx.call("POST", "/webhook/wh", {
+      json: { url: "http://127.0.0.1:9/", secret: 5 },
+    });
+    bad.check("POST /webhook/wh secret:5", () => assertProblem(secret, 400));
+    bad.assertNone();
   });
 });
 
