@@ -77,6 +77,9 @@ async function listTree(dir: string, prefix = ""): Promise<string[]> {
   return out;
 }
 
+/** POST /webhook/{topic} arrives with the webhooks issue. */
+const WEBHOOKS_PENDING = true;
+
 Deno.test("bad topic and group names are 400 invalid_name everywhere, nothing on disk", async () => {
   await withBroker({}, async (ctx) => {
     await publish(ctx, "ok", "x"); // a real topic, so only the name can be wrong
@@ -101,7 +104,11 @@ Deno.test("bad topic and group names are 400 invalid_name everywhere, nothing on
   });
 });
 
-Deno.test("POST /webhook/{topic} with a bad topic name is 400 invalid_name", async () => {
+Deno.test({
+  name: "POST /webhook/{topic} with a bad topic name is 400 invalid_name",
+  // Webhook registration is its own issue; these tests are ready for it.
+  ignore: WEBHOOKS_PENDING,
+}, async () => {
   await withBroker({}, async (ctx) => {
     const bad = new Failures();
     for (const seg of BAD_NAMES) {
@@ -263,7 +270,11 @@ Deno.test("malformed or mistyped JSON bodies are 400", async () => {
   });
 });
 
-Deno.test("POST /webhook/{topic} with a malformed or mistyped body is 400", async () => {
+Deno.test({
+  name: "POST /webhook/{topic} with a malformed or mistyped body is 400",
+  // Webhook registration is its own issue; these tests are ready for it.
+  ignore: WEBHOOKS_PENDING,
+}, async () => {
   await withBroker({}, async (ctx) => {
     await publish(ctx, "wh", "x");
     const bad = new Failures();
