@@ -1,0 +1,133 @@
+/**
+ * The two sides of the end-to-end latency section of `tests/bench/load.ts`, each run as its
+ * own process so neither one's work delays the other's timing. At 2,000 msg/s a `fetch` loop is
+ * far below the client bottleneck, so no wrk here.
+ *
+ *   deno run -A tests/bench/e2e_client.ts pub URL TOPIC RATE WARM_S RUN_S
+ *     publishes RATE msg/s for WARM_S + RUN_S seconds; each 1 KiB body is JSON
+ *     {"t":<send time, ms since the epoch>,"w":<1 while warming up>,"p":"xxx…"}.
+ *   deno run -A tests/bench/e2e_client.ts sub URL TOPIC EXPECTED DEADLINE_S
+ *     long-polls GET /consume/TOPIC?timeout=5s&limit=100&auto_ack=true until it has EXPECTED
+ *     non-warm-up messages or DEADLINE_S passes, and reports receive time minus send time.
+ *
+ * Each prints one JSON line on stdout. Clocks are `performance.timeOrigin + performance.now()`,
+ * which agree across processes on one machine.
+ */
+
+const PAYLOAD_BYTES = 1024;
+const MAX_OUTSTANDING = 256;
+
+const now = () => performance.timeOrigin + performance.now();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function body(warm: boolean): string {
+  const head = `{"t":${now()},"w":${warm ? 1 : 0},"p":"`;
+  return head + "x".repeat(PAYLOAD_BYTES - head.length - 2) + `"}`;
+}
+
+/** Nearest-rank percentile of an ascending array. */
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p / 100 * sorted.length) - 1))]!;
+}
+
+async function pub(url: string, topic: string, rate: number, warmS: number, runS: number) {
+  const total = Math.round(rate * (warmS + runS));
+  const warmCount = Math.round(rate * warmS);
+  const target = `${url}/publish/${topic}`;
+  const inFlight = new Set<Promise<void>>();
+  let sent = 0, failed = 0, maxLagMs = 0;
+  const start = now();
+  const deadline = start + (warmS + runS) * 1000 + 30_000;
+  while (sent < total && now() < deadline) {
+    const due = Math.min(total, Math.floor((now() - start) * rate / 1000));
+    if (due - sent > 1) maxLagMs = Math.max(maxLagMs, (due - sent) * 1000 / rate);
+    while (sent < due && inFlight.size < MAX_OUTSTANDING) {
+      const p = fetch(target, {
+        method: "POST",
+        body: body(sent < warmCount),
+        headers: { "content-type": "application/json" },
+      }).then(async (res) => {
+        await res.body?.cancel();
+        if (res.status !== 201) failed++;
+      }, () => {
+        failed++;
+      }).finally(() => inFlight.delete(p));
+      inFlight.add(p);
+      sent++;
+    }
+    await sleep(1);
+  }
+  await Promise.all(inFlight);
+  const elapsedS = (now() - start) / 1000;
+  console.log(JSON.stringify({ sent, failed, rate: sent / elapsedS, max_lag_ms: maxLagMs }));
+}
+
+interface Wire {
+  payload_text?: string;
+}
+
+async function sub(url: string, topic: string, expected: number, deadlineS: number) {
+  const target = `${url}/consume/${topic}?timeout=5s&limit=100&auto_ack=true`;
+  const deadline = now() + deadlineS * 1000;
+  const latencies: number[] = [];
+  let warm = 0, polls = 0, empty = 0, failed = 0, bad = 0;
+  while (latencies.length < expected && now() < deadline) {
+    polls++;
+    let res: Response;
+    try {
+      res = await fetch(target);
+    } catch {
+      failed++;
+      await sleep(10);
+      continue;
+    }
+    if (res.status === 404) {
+      empty++;
+      await res.body?.cancel();
+      continue;
+    }
+    if (res.status !== 200) {
+      failed++;
+      await res.body?.cancel();
+      await sleep(10);
+      continue;
+    }
+    const got = await res.json() as Wire | Wire[];
+    const at = now();
+    for (const m of Array.isArray(got) ? got : [got]) {
+      try {
+        const { t, w } = JSON.parse(m.payload_text ?? "") as { t: number; w: number };
+        if (w) warm++;
+        else latencies.push(at - t);
+      } catch {
+        bad++;
+      }
+    }
+  }
+  latencies.sort((a, b) => a - b);
+  console.log(JSON.stringify({
+    received: latencies.length,
+    warm,
+    polls,
+    empty,
+    failed,
+    bad,
+    p50_ms: percentile(latencies, 50),
+    p90_ms: percentile(latencies, 90),
+    p99_ms: percentile(latencies, 99),
+    max_ms: latencies.at(-1) ?? NaN,
+  }));
+}
+
+const [role, url, topic, a, b, c] = Deno.args;
+if (role === "pub" && url && topic) {
+  await pub(url, topic, Number(a), Number(b), Number(c));
+} else if (role === "sub" && url && topic) {
+  await sub(url, topic, Number(a), Number(b));
+} else {
+  console.error(
+    "usage: e2e_client.ts pub URL TOPIC RATE WARM_S RUN_S | sub URL TOPIC N DEADLINE_S",
+  );
+  Deno.exit(2);
+}

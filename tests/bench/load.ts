@@ -1,0 +1,833 @@
+/**
+ * Load benchmark of the real broker over HTTP: `deno task bench` (= `deno run -A
+ * tests/bench/load.ts`). Prints one markdown table, machine first, with a PASS/FAIL column.
+ *
+ * Usage:
+ *   deno task bench                      full run, about 3-5 minutes on 2 cores
+ *   deno task bench --quick              smoke run, about 1 minute (shorter runs, fewer messages)
+ *   deno task bench --only publish,consume
+ *   deno task bench --broker path/to/main.ts   bench another build (default: ./main.ts)
+ *
+ * Sections (names for --only): ceiling, publish, consume, e2e, rss, replay.
+ *   ceiling  bare Deno.serve (tests/bench/ceiling.ts) answering a 1 KiB POST, req/s at 1/16/64
+ *            connections: what one Deno process can do at all.
+ *   publish  POST /publish/bench-N with 1 KiB bodies at 1/16/64 connections; msg/s, p50/p99,
+ *            share of the ceiling. Target: 64 conns ≥ 60 % of ceiling; 1 conn p99 ≤ 5 ms.
+ *   consume  drain 100,000 pre-published 1 KiB messages with consume+ack, limit=1 (ack one by
+ *            one) and limit=100 (batch ack). Target: limit=100 ≥ 3 × publish msg/s at 64 conns.
+ *   e2e      2,000 msg/s published by one process, long-polled (timeout=5s, limit=100,
+ *            auto_ack) by another; send→receive latency p50/p99. Target: p99 ≤ 10 ms.
+ *   rss      broker VmRSS holding 100,000 messages of 1 KiB. Target: ≤ 2.5 × 100,000 × 1024 B.
+ *   replay   WAL of 1,000,000 records of 64 B (one topic), broker SIGTERMed and restarted:
+ *            records/s from the "recovered" log line. Target: ≥ 500,000 records/s.
+ *
+ * How: every broker is a child `deno run -A main.ts --port 0 --data-dir <temp> --fsync always`
+ * on 127.0.0.1, fresh per measurement (no topic reaches the per-topic cap, no run pays for the
+ * previous one's garbage). Load comes from wrk (`/usr/bin/wrk`, `apt-get install -y wrk`), one
+ * thread for the publish and ceiling runs so the other core is the server's; the Lua scripts are
+ * in tests/bench/wrk/ and print one `FERRY_RESULT {json}` line from done(). Consumers run one
+ * connection per wrk thread so each thread alternates consume and ack. Drain and fill ends are
+ * found by polling GET /api/stats every 10 ms, then wrk is stopped with SIGINT. Latencies are
+ * wrk's per-request figures (closed loop: a slow answer delays the next request).
+ */
+
+const HERE = new URL(".", import.meta.url).pathname;
+const ROOT = new URL("../../", import.meta.url).pathname;
+const WRK_DIR = `${HERE}wrk/`;
+const join = (dir: string, name: string) => dir.endsWith("/") ? dir + name : `${dir}/${name}`;
+const SECTIONS = ["ceiling", "publish", "consume", "e2e", "rss", "replay"] as const;
+type Section = typeof SECTIONS[number];
+const CONNS = [1, 16, 64] as const;
+const KIB = 1024;
+const MIB = 1024 * 1024;
+const POLL_MS = 10;
+/** A fill whose topic depth has not moved for this long has failed (429s, errors). */
+const FILL_STALL_MS = 3_000;
+
+interface Options {
+  quick: boolean;
+  only: Set<Section>;
+  broker: string;
+}
+
+function parseArgs(args: string[]): Options {
+  const o: Options = { quick: false, only: new Set(SECTIONS), broker: join(ROOT, "main.ts") };
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === "--quick") o.quick = true;
+    else if (a === "--only" || a.startsWith("--only=")) {
+      const v = a.includes("=") ? a.slice(7) : args[++i] ?? "";
+      const names = v.split(",").map((s) => s.trim()).filter(Boolean);
+      for (const n of names) {
+        if (!(SECTIONS as readonly string[]).includes(n)) {
+          throw new Error(`unknown section "${n}" (one of ${SECTIONS.join(", ")})`);
+        }
+      }
+      o.only = new Set(names as Section[]);
+    } else if (a === "--broker") o.broker = args[++i] ?? "";
+    else if (a === "--help" || a === "-h") {
+      console.log(
+        "usage: deno task bench [--quick] [--only " + SECTIONS.join(",") + "]" +
+          " [--broker main.ts]",
+      );
+      Deno.exit(0);
+    } else throw new Error(`unknown argument "${a}" (see --help)`);
+  }
+  return o;
+}
+
+/** Durations and sizes of one run. */
+interface Plan {
+  warmS: number;
+  runS: number;
+  drainCount: number;
+  drainConns: number;
+  e2eRate: number;
+  e2eWarmS: number;
+  e2eRunS: number;
+  rssCount: number;
+  replayCount: number;
+}
+
+const FULL: Plan = {
+  warmS: 1,
+  runS: 5,
+  drainCount: 100_000,
+  drainConns: 4,
+  e2eRate: 2_000,
+  e2eWarmS: 1,
+  e2eRunS: 10,
+  rssCount: 100_000,
+  replayCount: 1_000_000,
+};
+const QUICK: Plan = {
+  ...FULL,
+  warmS: 0.5,
+  runS: 2,
+  drainCount: 20_000,
+  e2eRunS: 3,
+  replayCount: 200_000,
+};
+
+// ---------------------------------------------------------------- child processes
+
+interface Server {
+  url: string;
+  pid: number;
+  /** Wall time from spawn to the "listening" line. */
+  listenMs: number;
+  /** Every JSON log line seen so far. */
+  records: Record<string, unknown>[];
+  stop(signal?: Deno.Signal): Promise<void>;
+}
+
+const live = new Set<Deno.ChildProcess>();
+const tempDirs = new Set<string>();
+
+function track(p: Deno.ChildProcess): Deno.ChildProcess {
+  live.add(p);
+  p.status.finally(() => live.delete(p));
+  return p;
+}
+
+async function cleanup(): Promise<void> {
+  for (const p of live) {
+    try {
+      p.kill("SIGKILL");
+    } catch { /* gone */ }
+  }
+  for (const d of tempDirs) await Deno.remove(d, { recursive: true }).catch(() => {});
+}
+
+async function tempDir(prefix: string): Promise<string> {
+  const d = await Deno.makeTempDir({ prefix });
+  tempDirs.add(d);
+  return d;
+}
+
+async function removeDir(d: string): Promise<void> {
+  await Deno.remove(d, { recursive: true }).catch(() => {});
+  tempDirs.delete(d);
+}
+
+/** Spawns a Deno script that logs JSON lines on stderr; resolves at its "listening" line. */
+async function spawnServer(script: string, args: string[], timeoutMs = 120_000): Promise<Server> {
+  const t0 = performance.now();
+  const proc = track(
+    new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", script, ...args],
+      env: { NO_COLOR: "1", BROKER_LOG_LEVEL: "info", BROKER_ACCESS_LOG: "false" },
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).spawn(),
+  );
+  const records: Record<string, unknown>[] = [];
+  const tail: string[] = [];
+  let onListen!: (port: number) => void;
+  let onFail!: (e: Error) => void;
+  const listening = new Promise<number>((res, rej) => {
+    onListen = res;
+    onFail = rej;
+  });
+  (async () => {
+    let buf = "";
+    for await (const chunk of proc.stderr.pipeThrough(new TextDecoderStream())) {
+      buf += chunk;
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        tail.push(line);
+        if (tail.length > 20) tail.shift();
+        try {
+          const rec = JSON.parse(line);
+          records.push(rec);
+          if (rec.msg === "listening") onListen(rec.port);
+        } catch { /* not JSON */ }
+      }
+    }
+    onFail(new Error(`${script} exited before listening:\n${tail.join("\n")}`));
+  })();
+  const timer = setTimeout(
+    () => onFail(new Error(`${script} not listening after ${timeoutMs} ms`)),
+    timeoutMs,
+  );
+  let port: number;
+  try {
+    port = await listening;
+  } catch (e) {
+    try {
+      proc.kill("SIGKILL");
+    } catch { /* gone */ }
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+  const listenMs = performance.now() - t0;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    pid: proc.pid,
+    listenMs,
+    records,
+    async stop(signal: Deno.Signal = "SIGTERM") {
+      try {
+        proc.kill(signal);
+      } catch { /* gone */ }
+      const killer = setTimeout(() => {
+        try {
+          proc.kill("SIGKILL");
+        } catch { /* gone */ }
+      }, 30_000);
+      await proc.status;
+      clearTimeout(killer);
+    },
+  };
+}
+
+function startBroker(
+  o: Options,
+  dataDir: string,
+  maxQueue: number,
+  fsync = "always",
+): Promise<Server> {
+  return spawnServer(o.broker, [
+    "--port",
+    "0",
+    "--data-dir",
+    dataDir,
+    "--fsync",
+    fsync,
+    "--max-queue",
+    String(maxQueue),
+  ]);
+}
+
+/** A fresh broker on a fresh temp dir; both go away after `fn`. */
+async function withBroker<T>(
+  o: Options,
+  maxQueue: number,
+  fn: (b: Server) => Promise<T>,
+): Promise<T> {
+  const dir = await tempDir("ferry-bench-");
+  const b = await startBroker(o, dir, maxQueue);
+  try {
+    return await fn(b);
+  } finally {
+    await b.stop("SIGKILL");
+    await removeDir(dir);
+  }
+}
+
+// ---------------------------------------------------------------- wrk
+
+interface WrkResult {
+  requests: number;
+  duration_us: number;
+  connect_errors: number;
+  read_errors: number;
+  write_errors: number;
+  status_errors: number;
+  timeouts: number;
+  p50_us: number;
+  p90_us: number;
+  p99_us: number;
+  max_us: number;
+  [counter: string]: number;
+}
+
+interface WrkRun {
+  script: string;
+  url: string;
+  threads: number;
+  conns: number;
+  seconds: number;
+  args?: string[];
+}
+
+function spawnWrk(r: WrkRun): { proc: Deno.ChildProcess; out: Promise<Deno.CommandOutput> } {
+  const proc = track(
+    new Deno.Command("wrk", {
+      args: [
+        `-t${r.threads}`,
+        `-c${r.conns}`,
+        `-d${Math.max(1, Math.ceil(r.seconds))}s`,
+        "--timeout",
+        "10s",
+        "-s",
+        join(WRK_DIR, r.script),
+        r.url,
+        "--",
+        ...(r.args ?? []),
+      ],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn(),
+  );
+  return { proc, out: proc.output() };
+}
+
+function parseWrk(out: Deno.CommandOutput): WrkResult {
+  const text = new TextDecoder().decode(out.stdout);
+  const line = text.split("\n").find((l) => l.startsWith("FERRY_RESULT "));
+  if (!line) {
+    throw new Error(`wrk gave no result:\n${text}\n${new TextDecoder().decode(out.stderr)}`);
+  }
+  return JSON.parse(line.slice("FERRY_RESULT ".length));
+}
+
+/** Runs wrk for `seconds` (whole seconds, as wrk takes them). */
+async function wrkTimed(r: WrkRun): Promise<WrkResult> {
+  const { proc, out } = spawnWrk(r);
+  const killer = setTimeout(() => proc.kill("SIGKILL"), (r.seconds + 30) * 1000);
+  try {
+    return parseWrk(await out);
+  } finally {
+    clearTimeout(killer);
+  }
+}
+
+/** Runs wrk until `done()` holds (checked every POLL_MS), then stops it with SIGINT. */
+async function wrkUntil(
+  r: WrkRun,
+  done: () => Promise<boolean>,
+): Promise<{ result: WrkResult; elapsedMs: number; finished: boolean }> {
+  const t0 = performance.now();
+  const { proc, out } = spawnWrk(r);
+  let exited = false;
+  out.finally(() => exited = true);
+  let finished = false;
+  const limit = t0 + r.seconds * 1000;
+  while (!exited && performance.now() < limit) {
+    await sleep(POLL_MS);
+    if (await done().catch(() => false)) {
+      finished = true;
+      break;
+    }
+  }
+  const elapsedMs = performance.now() - t0;
+  try {
+    proc.kill("SIGINT");
+  } catch { /* gone */ }
+  const killer = setTimeout(() => {
+    try {
+      proc.kill("SIGKILL");
+    } catch { /* gone */ }
+  }, 10_000);
+  try {
+    return { result: parseWrk(await out), elapsedMs, finished };
+  } finally {
+    clearTimeout(killer);
+  }
+}
+
+// ---------------------------------------------------------------- broker probes
+
+interface TopicStats {
+  depth: number;
+  in_flight: number;
+}
+
+async function topicStats(url: string, topic: string): Promise<TopicStats> {
+  const res = await fetch(`${url}/api/stats`);
+  if (!res.ok) {
+    await res.body?.cancel();
+    throw new Error(`GET /api/stats answered ${res.status}`);
+  }
+  const s = await res.json() as { topics?: Record<string, TopicStats> };
+  return s.topics?.[topic] ?? { depth: 0, in_flight: 0 };
+}
+
+/** Publishes exactly `count` messages of `size` bytes to `topic` with wrk; resolves when held. */
+async function fill(url: string, topic: string, count: number, size: number): Promise<number> {
+  const t0 = performance.now();
+  let depth = 0, lastChange = t0;
+  await wrkUntil(
+    {
+      script: "fill.lua",
+      url: `${url}/publish/${topic}`,
+      threads: 1,
+      conns: 64,
+      seconds: 600,
+      args: [String(size), String(count)],
+    },
+    async () => {
+      const d = (await topicStats(url, topic)).depth;
+      if (d !== depth) [depth, lastChange] = [d, performance.now()];
+      return depth >= count || performance.now() - lastChange > FILL_STALL_MS;
+    },
+  );
+  const held = (await topicStats(url, topic)).depth;
+  if (held !== count) throw new Error(`fill of ${topic}: broker holds ${held}, wanted ${count}`);
+  return performance.now() - t0;
+}
+
+async function vmRss(pid: number): Promise<{ rss: number; hwm: number }> {
+  const text = await Deno.readTextFile(`/proc/${pid}/status`);
+  const kb = (key: string) =>
+    Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? NaN);
+  return { rss: kb("VmRSS") * 1024, hwm: kb("VmHWM") * 1024 };
+}
+
+async function dirBytes(dir: string): Promise<number> {
+  let n = 0;
+  for await (const e of Deno.readDir(dir)) {
+    if (e.isFile) n += (await Deno.stat(join(dir, e.name))).size;
+    else if (e.isDirectory) n += await dirBytes(join(dir, e.name));
+  }
+  return n;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// ---------------------------------------------------------------- results
+
+type Status = "PASS" | "FAIL" | "n/a" | "ERROR" | "";
+
+interface Row {
+  section: string;
+  measure: string;
+  conns: string;
+  result: string;
+  p50: string;
+  p99: string;
+  notes: string;
+  target: string;
+  status: Status;
+}
+
+const rows: Row[] = [];
+/** Figures later sections compare against. */
+const figures: { ceiling: Map<number, number>; publish: Map<number, number> } = {
+  ceiling: new Map(),
+  publish: new Map(),
+};
+
+function row(r: Partial<Row> & Pick<Row, "section" | "measure" | "result">): void {
+  rows.push({ conns: "", p50: "", p99: "", notes: "", target: "", status: "", ...r });
+}
+
+const int = (n: number) => Math.round(n).toLocaleString("en-US");
+const ms = (us: number) => `${(us / 1000).toFixed(us < 10_000 ? 2 : 1)} ms`;
+const pct = (x: number) => `${Math.round(x * 100)} %`;
+const verdict = (ok: boolean): Status => ok ? "PASS" : "FAIL";
+
+function errorsOf(w: WrkResult): string {
+  const parts = [];
+  if (w.status_errors) parts.push(`${int(w.status_errors)} non-2xx`);
+  const sock = w.connect_errors + w.read_errors + w.write_errors + w.timeouts;
+  if (sock) parts.push(`${int(sock)} socket errors`);
+  return parts.join(", ");
+}
+
+function log(msg: string): void {
+  console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
+}
+
+// ---------------------------------------------------------------- sections
+
+async function ceiling(_o: Options, p: Plan): Promise<void> {
+  const srv = await spawnServer(join(HERE, "ceiling.ts"), ["--port", "0"]);
+  try {
+    for (const c of CONNS) {
+      const run = {
+        script: "publish.lua",
+        url: `${srv.url}/publish/ceiling`,
+        threads: 1,
+        conns: c,
+      };
+      await wrkTimed({ ...run, seconds: p.warmS, args: ["1024"] });
+      const w = await wrkTimed({ ...run, seconds: p.runS, args: ["1024"] });
+      const rate = (w.requests - w.status_errors) / (w.duration_us / 1e6);
+      figures.ceiling.set(c, rate);
+      log(`ceiling c=${c}: ${int(rate)} req/s`);
+      row({
+        section: "1",
+        measure: "HTTP ceiling: bare Deno.serve, 1 KiB POST → 201, req/s",
+        conns: String(c),
+        result: int(rate),
+        p50: ms(w.p50_us),
+        p99: ms(w.p99_us),
+        notes: errorsOf(w),
+      });
+    }
+  } finally {
+    await srv.stop("SIGKILL");
+  }
+}
+
+async function publish(o: Options, p: Plan): Promise<void> {
+  for (const c of CONNS) {
+    await withBroker(o, 10_000_000, async (b) => {
+      const run = { script: "publish.lua", threads: 1, conns: c, args: ["1024"] };
+      await wrkTimed({ ...run, url: `${b.url}/publish/warm-${c}`, seconds: p.warmS });
+      const w = await wrkTimed({ ...run, url: `${b.url}/publish/bench-${c}`, seconds: p.runS });
+      const rate = (w.requests - w.status_errors) / (w.duration_us / 1e6);
+      figures.publish.set(c, rate);
+      const ceil = figures.ceiling.get(c);
+      const share = ceil ? rate / ceil : NaN;
+      log(`publish c=${c}: ${int(rate)} msg/s p99 ${ms(w.p99_us)}`);
+      let target = "", status: Status = "";
+      if (c === 64) {
+        target = "≥ 60 % of ceiling";
+        status = ceil ? verdict(share >= 0.6) : "n/a";
+      } else if (c === 1) {
+        target = "p99 ≤ 5 ms";
+        status = verdict(w.p99_us <= 5_000);
+      }
+      row({
+        section: "2",
+        measure: "publish 1 KiB (fsync always), msg/s",
+        conns: String(c),
+        result: int(rate),
+        p50: ms(w.p50_us),
+        p99: ms(w.p99_us),
+        notes: [ceil ? `${pct(share)} of ceiling` : "no ceiling run", errorsOf(w)]
+          .filter(Boolean).join("; "),
+        target,
+        status: w.status_errors ? "FAIL" : status,
+      });
+    });
+  }
+}
+
+async function consume(o: Options, p: Plan): Promise<void> {
+  for (const limit of [1, 100]) {
+    await withBroker(o, Math.max(200_000, p.drainCount * 2), async (b) => {
+      const topic = `drain-${limit}`;
+      const fillMs = await fill(b.url, topic, p.drainCount, KIB);
+      log(`consume limit=${limit}: filled ${int(p.drainCount)} in ${int(fillMs)} ms, draining`);
+      let last: TopicStats = { depth: -1, in_flight: -1 };
+      const { result: w, elapsedMs, finished } = await wrkUntil(
+        {
+          script: "consume.lua",
+          url: b.url,
+          threads: p.drainConns,
+          conns: p.drainConns,
+          seconds: 300,
+          args: [topic, String(limit)],
+        },
+        async () => {
+          last = await topicStats(b.url, topic);
+          return last.depth === 0 && last.in_flight === 0;
+        },
+      );
+      const rate = p.drainCount / (elapsedMs / 1000);
+      log(`consume limit=${limit}: ${int(rate)} msg/s (acked ${w.acked})`);
+      const notes = [
+        `${int(p.drainCount)} in ${(elapsedMs / 1000).toFixed(2)} s`,
+        `${int(w.requests)} requests, p99 ${ms(w.p99_us)}`,
+        w.acked !== p.drainCount ? `acked ${int(w.acked ?? 0)}` : "",
+        w.failed ? `${int(w.failed)} failed answers` : "",
+        finished ? "" : `NOT drained: depth ${last.depth}, in_flight ${last.in_flight}`,
+      ];
+      let target = "", status: Status = "";
+      if (limit === 100) {
+        const pub64 = figures.publish.get(64);
+        target = "≥ 3 × publish @64";
+        status = pub64 ? verdict(rate >= 3 * pub64) : "n/a";
+        if (pub64) notes.push(`${(rate / pub64).toFixed(1)} × publish @64`);
+      }
+      row({
+        section: limit === 1 ? "3a" : "3b",
+        measure: limit === 1
+          ? "consume limit=1 + ack each, msg/s"
+          : "consume limit=100 + batch ack, msg/s",
+        conns: String(p.drainConns),
+        result: int(rate),
+        notes: notes.filter(Boolean).join("; "),
+        target,
+        status: finished ? status : "FAIL",
+      });
+    });
+  }
+}
+
+async function e2e(o: Options, p: Plan): Promise<void> {
+  await withBroker(o, 1_000_000, async (b) => {
+    const client = join(HERE, "e2e_client.ts");
+    const expected = Math.round(p.e2eRate * p.e2eRunS);
+    const run = (args: string[]) =>
+      track(
+        new Deno.Command(Deno.execPath(), {
+          args: ["run", "-A", client, ...args],
+          stdin: "null",
+          stdout: "piped",
+          stderr: "inherit",
+        }).spawn(),
+      ).output();
+    const subOut = run([
+      "sub",
+      b.url,
+      "e2e",
+      String(expected),
+      String(p.e2eWarmS + p.e2eRunS + 30),
+    ]);
+    await sleep(500); // let the consumer start and park its first long-poll
+    const pubOut = run([
+      "pub",
+      b.url,
+      "e2e",
+      String(p.e2eRate),
+      String(p.e2eWarmS),
+      String(p.e2eRunS),
+    ]);
+    const parse = async (out: Promise<Deno.CommandOutput>) =>
+      JSON.parse(new TextDecoder().decode((await out).stdout).trim().split("\n").at(-1) ?? "{}");
+    const pubR = await parse(pubOut);
+    const subR = await parse(subOut);
+    log(
+      `e2e: p50 ${subR.p50_ms.toFixed(2)} ms p99 ${
+        subR.p99_ms.toFixed(2)
+      } ms over ${subR.received}`,
+    );
+    const complete = subR.received === expected && pubR.failed === 0;
+    row({
+      section: "4",
+      measure: `end-to-end latency, ${int(p.e2eRate)} msg/s, long-poll consumer`,
+      conns: "",
+      result: `${int(subR.received)} msgs`,
+      p50: `${subR.p50_ms.toFixed(2)} ms`,
+      p99: `${subR.p99_ms.toFixed(2)} ms`,
+      notes: [
+        `over ${p.e2eRunS} s after ${p.e2eWarmS} s warm-up; max ${subR.max_ms.toFixed(1)} ms`,
+        `publisher ${int(pubR.rate)} msg/s`,
+        `${int(subR.polls)} polls`,
+        pubR.failed ? `${pubR.failed} publishes failed` : "",
+        subR.received !== expected ? `expected ${int(expected)}` : "",
+      ].filter(Boolean).join("; "),
+      target: "p99 ≤ 10 ms",
+      status: complete ? verdict(subR.p99_ms <= 10) : "FAIL",
+    });
+  });
+}
+
+async function rss(o: Options, p: Plan): Promise<void> {
+  await withBroker(o, Math.max(200_000, p.rssCount * 2), async (b) => {
+    await sleep(500);
+    const idle = await vmRss(b.pid);
+    await fill(b.url, "rss", p.rssCount, KIB);
+    const first = await vmRss(b.pid);
+    await sleep(1000);
+    const settled = await vmRss(b.pid);
+    const payload = p.rssCount * KIB;
+    const ratio = settled.rss / payload;
+    log(`rss: ${(settled.rss / MIB).toFixed(1)} MiB (${ratio.toFixed(2)} ×)`);
+    row({
+      section: "5",
+      measure: `RSS holding ${int(p.rssCount)} × 1 KiB`,
+      result: `${(settled.rss / MIB).toFixed(1)} MiB`,
+      notes: [
+        `${ratio.toFixed(2)} × payload`,
+        `idle ${(idle.rss / MIB).toFixed(1)} MiB, growth ${
+          ((settled.rss - idle.rss) / payload).toFixed(2)
+        } × payload`,
+        `right after fill ${(first.rss / MIB).toFixed(1)} MiB, peak ${
+          (settled.hwm / MIB).toFixed(1)
+        } MiB`,
+      ].join("; "),
+      target: "≤ 2.5 × payload",
+      status: verdict(ratio <= 2.5),
+    });
+  });
+}
+
+async function replay(o: Options, p: Plan): Promise<void> {
+  const dir = await tempDir("ferry-bench-replay-");
+  const maxQueue = Math.max(2_000_000, p.replayCount * 2);
+  try {
+    // The WAL's bytes do not depend on the fsync mode; writing it unsynced saves most of a minute.
+    const first = await startBroker(o, dir, maxQueue, "never");
+    let fillMs: number;
+    try {
+      fillMs = await fill(first.url, "replay", p.replayCount, 64);
+    } finally {
+      await first.stop("SIGTERM");
+    }
+    const walBytes = await dirBytes(dir);
+    log(`replay: wrote ${int(p.replayCount)} records in ${int(fillMs)} ms, restarting`);
+    const second = await startBroker(o, dir, maxQueue);
+    try {
+      const rec = second.records.find((r) => r.msg === "recovered");
+      if (!rec) throw new Error('no "recovered" log line');
+      const records = Number(rec.records), durationMs = Number(rec.duration_ms);
+      if (!(records > 0 && durationMs > 0)) {
+        throw new Error(`odd "recovered" line ${JSON.stringify(rec)}`);
+      }
+      const rate = records / (durationMs / 1000);
+      const held = (await topicStats(second.url, "replay")).depth;
+      log(`replay: ${int(records)} records in ${durationMs} ms = ${int(rate)} records/s`);
+      row({
+        section: "6",
+        measure: `start-up replay, ${int(p.replayCount)} × 64 B WAL, records/s`,
+        result: int(rate),
+        notes: [
+          `${int(records)} records, ${int(Number(rec.messages))} messages in ${
+            durationMs.toFixed(0)
+          } ms`,
+          `spawn → listening ${int(second.listenMs)} ms`,
+          `WAL ${(walBytes / MIB).toFixed(1)} MiB (written with --fsync never)`,
+          held !== p.replayCount ? `holds ${int(held)} after restart` : "",
+        ].filter(Boolean).join("; "),
+        target: "≥ 500,000 records/s",
+        status: held === p.replayCount ? verdict(rate >= 500_000) : "FAIL",
+      });
+    } finally {
+      await second.stop("SIGKILL");
+    }
+  } finally {
+    await removeDir(dir);
+  }
+}
+
+const RUN: Record<Section, (o: Options, p: Plan) => Promise<void>> = {
+  ceiling,
+  publish,
+  consume,
+  e2e,
+  rss,
+  replay,
+};
+
+// ---------------------------------------------------------------- main
+
+async function loadAvg(): Promise<string> {
+  const text = await Deno.readTextFile("/proc/loadavg").catch(() => "");
+  return text.split(" ").slice(0, 3).join(" ");
+}
+
+async function machine(loadBefore: string): Promise<string> {
+  const cpuinfo = await Deno.readTextFile("/proc/cpuinfo").catch(() => "");
+  const model = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1] ?? "unknown CPU";
+  const cmd = async (c: string, args: string[]) => {
+    try {
+      const out = await new Deno.Command(c, { args, stdout: "piped", stderr: "piped" }).output();
+      const d = new TextDecoder();
+      return (d.decode(out.stdout) + d.decode(out.stderr)).trim().split("\n")[0] ?? "";
+    } catch {
+      return "";
+    }
+  };
+  const commit = await cmd("git", ["-C", ROOT, "rev-parse", "--short", "HEAD"]);
+  const wrk = (await cmd("wrk", ["-v"])).replace(/ Copyright.*/, "");
+  return [
+    `- machine: ${navigator.hardwareConcurrency} × ${model}, Linux ${Deno.osRelease()}`,
+    `- deno ${Deno.version.deno} (v8 ${Deno.version.v8}), ${wrk}`,
+    `- commit ${commit || "unknown"}, BROKER_FSYNC=always`,
+    `- load average before ${loadBefore}, after ${await loadAvg()}` +
+    (Number(loadBefore.split(" ")[0]) > navigator.hardwareConcurrency / 2
+      ? " (BUSY MACHINE: other work was running, figures are low and noisy)"
+      : ""),
+  ].join("\n");
+}
+
+function table(): string {
+  const head = ["#", "measure", "conns", "result", "p50", "p99", "notes", "target", "PASS/FAIL"];
+  const lines = [`| ${head.join(" | ")} |`, `|${head.map(() => "---").join("|")}|`];
+  for (const r of rows) {
+    lines.push(
+      `| ${
+        [r.section, r.measure, r.conns, r.result, r.p50, r.p99, r.notes, r.target, r.status]
+          .map((s) => s.replaceAll("|", "\\|")).join(" | ")
+      } |`,
+    );
+  }
+  return lines.join("\n");
+}
+
+async function main(): Promise<number> {
+  const o = parseArgs(Deno.args);
+  const p = o.quick ? QUICK : FULL;
+  try {
+    await new Deno.Command("wrk", { args: ["-v"], stdout: "null", stderr: "null" }).output();
+  } catch {
+    console.error("wrk not found; install it: apt-get install -y wrk");
+    return 2;
+  }
+  await Deno.stat(o.broker).catch(() => {
+    throw new Error(`broker entry ${o.broker} not found`);
+  });
+  const started = performance.now();
+  const loadBefore = await loadAvg();
+  let errors = 0;
+  for (const s of SECTIONS) {
+    if (!o.only.has(s)) continue;
+    log(`section ${s}`);
+    try {
+      await RUN[s](o, p);
+    } catch (e) {
+      errors++;
+      log(`section ${s} failed: ${(e as Error).stack ?? e}`);
+      row({
+        section: s,
+        measure: s,
+        result: "ERROR",
+        notes: String((e as Error).message ?? e).split("\n")[0]!,
+        status: "ERROR",
+      });
+    }
+  }
+  const mins = ((performance.now() - started) / 60_000).toFixed(1);
+  console.log(`## Ferry load benchmark${o.quick ? " (--quick)" : ""}\n`);
+  console.log(await machine(loadBefore));
+  console.log(`- ran ${[...o.only].join(", ")} in ${mins} min\n`);
+  console.log(table());
+  return errors ? 1 : 0;
+}
+
+for (const sig of ["SIGINT", "SIGTERM"] as const) {
+  Deno.addSignalListener(sig, () => {
+    cleanup().finally(() => Deno.exit(130));
+  });
+}
+
+let code = 1;
+try {
+  code = await main();
+} catch (e) {
+  console.error((e as Error).message ?? e);
+} finally {
+  await cleanup();
+}
+Deno.exit(code);
