@@ -38,14 +38,15 @@ export async function start(
   return child;
 }
 
-/** Sends `signal` and waits for the exit status (a bounded wait: SIGKILL after 10 s). */
+/** Sends `signal` and waits for the exit status (bounded: SIGKILL after `graceMs`). */
 export async function stop(
   child: ChildBroker,
   signal: Deno.Signal = "SIGKILL",
+  graceMs = 10_000,
 ): Promise<Deno.CommandStatus> {
   child.kill(signal);
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<"late">((res) => timer = setTimeout(() => res("late"), 10_000));
+  const late = new Promise<"late">((res) => timer = setTimeout(() => res("late"), graceMs));
   const first = await Promise.race([child.exited, late]);
   clearTimeout(timer);
   if (first === "late") child.kill("SIGKILL");

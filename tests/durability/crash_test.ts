@@ -13,6 +13,7 @@ import {
   json,
   logLines,
   prng,
+  publish,
   queues,
   start,
   stop,
@@ -23,7 +24,6 @@ import {
 
 const TOPICS = ["crash-a", "crash-b", "crash-c"];
 const PUBLISHERS = 16;
-const CONSUMERS = 4;
 const CYCLES = 3;
 /** Each cycle kills the broker once this many publishes (plus a random part) were answered. */
 const MIN_ANSWERED = 1_500;
@@ -66,6 +66,7 @@ async function traffic(
   ledger: Ledger,
   cycle: number,
   rnd: () => number,
+  mix: { ackRate: number; consumers: number; maxLimit: number },
 ): Promise<TrafficStats> {
   const target = MIN_ANSWERED + Math.floor(rnd() * 1_000);
   const stats: TrafficStats = { answered: 0, delivered: 0, acked: 0, killedAfterMs: 0 };
@@ -157,7 +158,7 @@ async function traffic(
   async function consumer(c: number): Promise<void> {
     for (let i = 0; i < 100_000 && !stopping; i++) {
       const topic = TOPICS[(c + i) % TOPICS.length]!;
-      const limit = 1 + Math.floor(rnd() * 10);
+      const limit = 1 + Math.floor(rnd() * mix.maxLimit);
       try {
         const res = await fetch(`${child.url}/consume/${topic}?limit=${limit}&timeout=100ms`);
         if (res.status === 404) {
@@ -176,8 +177,8 @@ async function traffic(
           ledger.payloadOf.set(m.id, text(m));
           ledger.leased.add(m.id);
           const r = rnd();
-          if (r < 0.3) await ackOne(topic, m.id);
-          else if (r < 0.65) batch.push(m.id);
+          if (r < mix.ackRate * 0.45) await ackOne(topic, m.id);
+          else if (r < mix.ackRate) batch.push(m.id);
           // else: leave it in flight; it must come back after the kill
         }
         if (batch.length > 0) await ackBatch(topic, batch);
@@ -190,7 +191,7 @@ async function traffic(
   try {
     await Promise.all([
       ...Array.from({ length: PUBLISHERS }, (_, w) => publisher(w)),
-      ...Array.from({ length: CONSUMERS }, (_, c) => consumer(c)),
+      ...Array.from({ length: mix.consumers }, (_, c) => consumer(c)),
     ]);
   } finally {
     clearTimeout(deadline);
@@ -293,57 +294,252 @@ async function verify(
   return { held: total, leasedBack };
 }
 
+/** Three kill/restart cycles on one data dir, carrying the ledger. */
+function crashCycles(opts: {
+  env: Record<string, string>;
+  mix: { ackRate: number; consumers: number; maxLimit: number };
+  /** Take everything with auto_ack at every restart (keeps live state small for compaction). */
+  drainEachCycle?: boolean;
+  /** With compaction on, assert that it ran (needs BROKER_LOG_LEVEL=debug). */
+  expectCompaction?: boolean;
+}): Promise<void> {
+  return withDataDir(async (dir) => {
+    const seed = Number(Deno.env.get("CRASH_SEED") ?? Date.now() % 100_000);
+    const rnd = prng(seed);
+    const ledger = new Ledger();
+    const report: string[] = [`seed ${seed}`];
+    const env = opts.env;
+    let compactions = 0;
+
+    let child = await start(dir, env);
+    for (let cycle = 1; cycle <= CYCLES; cycle++) {
+      const stats = await traffic(child, ledger, cycle, rnd, opts.mix);
+      const status = await stop(child, "SIGKILL");
+      compactions += logLines(child).filter((l) => l.msg === "compacted").length;
+      assert.equal(status.signal, "SIGKILL", `cycle ${cycle}: the child died some other way`);
+      report.push(
+        `cycle ${cycle}: ${JSON.stringify(stats)}, in flight at the kill: ` +
+          `${ledger.pending.size} publishes, ${ledger.ackPending.size} acks`,
+      );
+      assert.ok(
+        stats.answered >= MIN_ANSWERED,
+        `cycle ${cycle}: only ${stats.answered} answered`,
+      );
+
+      child = await start(dir, env);
+      const recovered = logLines(child).find((l) => l.msg === "recovered");
+      assert.ok(recovered, `no "recovered" log line after restart ${cycle}:\n${child.logs}`);
+      const { held, leasedBack } = await verify(
+        child,
+        ledger,
+        cycle === CYCLES || opts.drainEachCycle === true,
+      );
+      report.push(
+        `restart ${cycle}: recovered ${recovered.messages} messages from ${recovered.records} ` +
+          `records in ${recovered.duration_ms} ms; ${held} held, ${leasedBack} of them ` +
+          `delivered but unacked before the kill`,
+      );
+      assert.deepEqual(ledger.problems, [], report.join("\n"));
+      assert.equal(recovered.messages, held, "the recovered line counts what is held");
+      assert.ok(leasedBack > 0, `restart ${cycle}: no delivered-but-unacked message came back`);
+    }
+
+    // The final verify took everything with auto_ack: after one more kill nothing is left.
+    await stop(child, "SIGKILL");
+    child = await start(dir, env);
+    for (const topic of TOPICS) {
+      const left = [
+        ...await consume(child.url, topic, "peek=true&limit=1000"),
+        ...await consume(child.url, `${topic}.dlq`, "peek=true&limit=1000"),
+      ];
+      assert.deepEqual(left.map(text), [], `${topic} after auto_ack drain and kill`);
+    }
+    await stop(child, "SIGTERM");
+    report.push(`compactions: ${compactions}`);
+    console.log(report.join("\n"));
+    if (opts.expectCompaction) assert.ok(compactions > 0, "compaction never ran");
+  });
+}
+
 Deno.test({
   name: "SIGKILL mid-traffic (fsync=always), three times: no answered write lost or duplicated",
   sanitizeOps: false,
   sanitizeResources: false,
   fn: () =>
-    withDataDir(async (dir) => {
-      const seed = Number(Deno.env.get("CRASH_SEED") ?? Date.now() % 100_000);
-      const rnd = prng(seed);
-      const ledger = new Ledger();
-      const report: string[] = [`seed ${seed}`];
-      const env = { BROKER_FSYNC: "always" };
-
-      let child = await start(dir, env);
-      for (let cycle = 1; cycle <= CYCLES; cycle++) {
-        const stats = await traffic(child, ledger, cycle, rnd);
-        const status = await stop(child, "SIGKILL");
-        assert.equal(status.signal, "SIGKILL", `cycle ${cycle}: the child died some other way`);
-        report.push(
-          `cycle ${cycle}: ${JSON.stringify(stats)}, in flight at the kill: ` +
-            `${ledger.pending.size} publishes, ${ledger.ackPending.size} acks`,
-        );
-        assert.ok(
-          stats.answered >= MIN_ANSWERED,
-          `cycle ${cycle}: only ${stats.answered} answered`,
-        );
-
-        child = await start(dir, env);
-        const recovered = logLines(child).find((l) => l.msg === "recovered");
-        assert.ok(recovered, `no "recovered" log line after restart ${cycle}:\n${child.logs}`);
-        const { held, leasedBack } = await verify(child, ledger, cycle === CYCLES);
-        report.push(
-          `restart ${cycle}: recovered ${recovered.messages} messages from ${recovered.records} ` +
-            `records in ${recovered.duration_ms} ms; ${held} held, ${leasedBack} of them ` +
-            `delivered but unacked before the kill`,
-        );
-        assert.deepEqual(ledger.problems, [], report.join("\n"));
-        assert.equal(recovered.messages, held, "the recovered line counts what is held");
-        assert.ok(leasedBack > 0, `restart ${cycle}: no delivered-but-unacked message came back`);
-      }
-
-      // The final verify took everything with auto_ack: after one more kill nothing is left.
-      await stop(child, "SIGKILL");
-      child = await start(dir, env);
-      for (const topic of TOPICS) {
-        const left = [
-          ...await consume(child.url, topic, "peek=true&limit=1000"),
-          ...await consume(child.url, `${topic}.dlq`, "peek=true&limit=1000"),
-        ];
-        assert.deepEqual(left.map(text), [], `${topic} after auto_ack drain and kill`);
-      }
-      await stop(child, "SIGTERM");
-      console.log(report.join("\n"));
+    crashCycles({
+      env: { BROKER_FSYNC: "always" },
+      mix: { ackRate: 0.65, consumers: 4, maxLimit: 10 },
     }),
+});
+
+Deno.test({
+  name: "SIGKILL mid-traffic while compaction keeps rewriting the WAL: same guarantees",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    crashCycles({
+      env: {
+        BROKER_FSYNC: "always",
+        BROKER_COMPACT_MIN_BYTES: "16384",
+        BROKER_COMPACT_RATIO: "2",
+        BROKER_LOG_LEVEL: "debug",
+      },
+      mix: { ackRate: 0.95, consumers: 12, maxLimit: 50 },
+      drainEachCycle: true,
+      expectCompaction: true,
+    }),
+});
+
+Deno.test({
+  name: "SIGKILL while messages move to new dead-letter queues: each is in its topic or its DLQ",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withDataDir(async (dir) => {
+      const n = 100;
+      const topics = Array.from({ length: n }, (_, i) => `mv-${i}`);
+      let child = await start(dir);
+      const requeue = async (m: WireMessage) => {
+        const res = await fetch(`${child.url}/requeue`, {
+          method: "POST",
+          body: JSON.stringify(m),
+          headers: { "content-type": "application/json" },
+        });
+        return { status: res.status, body: await json<Record<string, unknown>>(res) };
+      };
+      await Promise.all(topics.map(async (t) => {
+        assert.equal((await publish(child.url, t, `msg-${t}`)).status, 201);
+        for (let i = 1; i <= 2; i++) {
+          const [m] = await consume(child.url, t, "limit=1");
+          const r = await requeue(m!);
+          assert.equal(r.body.retry_count, i, JSON.stringify(r.body));
+        }
+      }));
+      // The third requeue of each moves it to `{topic}.dlq`, a topic (and file) not yet made.
+      const inFlight = await Promise.all(topics.map(async (t) => {
+        const [m] = await consume(child.url, t, "limit=1");
+        return m!;
+      }));
+      const killAfter = 1 + Math.floor(Math.random() * 10);
+      const answered = new Set<string>();
+      await Promise.all(inFlight.map(async (m) => {
+        let r;
+        try {
+          r = await requeue(m);
+        } catch {
+          return; // in flight at the kill
+        }
+        assert.equal(r.body.status, "dead_lettered", JSON.stringify(r.body));
+        answered.add(m.topic);
+        if (answered.size === killAfter) child.kill("SIGKILL");
+      }));
+      await stop(child, "SIGKILL");
+
+      child = await start(dir);
+      const problems: string[] = [];
+      for (const t of topics) {
+        const src = await consume(child.url, t, "peek=true&limit=10");
+        const dlq = await consume(child.url, `${t}.dlq`, "peek=true&limit=10");
+        const where = `${t}: ${src.length} in the topic, ${dlq.length} in the DLQ`;
+        if (src.length > 1 || dlq.length > 1) problems.push(`${where} (duplicated)`);
+        if (answered.has(t)) {
+          if (src.length !== 0 || dlq.length !== 1) problems.push(`${where}; move was answered`);
+        } else if (src.length + dlq.length === 0) {
+          problems.push(`${where}: LOST (published, never acked, move unanswered)`);
+        }
+        for (const m of src) if (m.retry_count !== 2) problems.push(`${t}: retry ${m.retry_count}`);
+        for (const m of dlq) {
+          if (m.retry_count !== 3) problems.push(`${t}.dlq: retry ${m.retry_count}`);
+        }
+      }
+      await stop(child, "SIGKILL");
+      assert.deepEqual(
+        problems,
+        [],
+        `${answered.size} of ${n} moves answered before the kill; ${problems.length} problems`,
+      );
+    }),
+});
+
+Deno.test({
+  name: "SIGKILL during redrives onto busy topics: each dead letter is in its topic or its DLQ",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async () => {
+    const topics = Array.from({ length: 40 }, (_, i) => `rd-${i}`);
+    const perTopic = 5;
+    const report: string[] = [];
+    // Up to three trials: the kill has to land while moves are half written.
+    for (let trial = 1; trial <= 3; trial++) {
+      await withDataDir(async (dir) => {
+        let child = await start(dir);
+        const requeue = async (m: WireMessage) => {
+          const res = await fetch(`${child.url}/requeue`, {
+            method: "POST",
+            body: JSON.stringify(m),
+            headers: { "content-type": "application/json" },
+          });
+          await res.body?.cancel();
+          assert.equal(res.status, 200);
+        };
+        await Promise.all(topics.map(async (t) => {
+          for (let k = 0; k < perTopic; k++) {
+            assert.equal((await publish(child.url, t, `dead-${t}-${k}`)).status, 201);
+          }
+          for (let r = 0; r < 3; r++) {
+            for (const m of await consume(child.url, t, `limit=${perTopic}`)) await requeue(m);
+          }
+        }));
+        // Publishers keep every target topic's WAL busy while the redrives run.
+        let stopping = false;
+        const background = topics.map(async (t) => {
+          for (let i = 0; !stopping && i < 100_000; i++) {
+            try {
+              await publish(child.url, t, `bg-${i}`);
+            } catch {
+              return;
+            }
+          }
+        });
+        const answered = new Set<string>();
+        const killAfter = 1 + Math.floor(Math.random() * 5);
+        await Promise.all(topics.map(async (t) => {
+          try {
+            const res = await fetch(`${child.url}/api/queues/redrive?queue=${t}`, {
+              method: "POST",
+            });
+            const body = await json<{ moved: number }>(res);
+            assert.equal(body.moved, perTopic);
+            answered.add(t);
+            if (answered.size === killAfter) {
+              stopping = true;
+              child.kill("SIGKILL");
+            }
+          } catch (e) {
+            if (e instanceof assert.AssertionError) throw e;
+          }
+        }));
+        stopping = true;
+        await stop(child, "SIGKILL");
+        await Promise.all(background);
+
+        child = await start(dir);
+        const lost: string[] = [];
+        for (const t of topics) {
+          const have = new Set([
+            ...(await drain(child.url, t, "auto_ack=true")).map(text),
+            ...(await consume(child.url, `${t}.dlq`, "peek=true&limit=1000")).map(text),
+          ]);
+          for (let k = 0; k < perTopic; k++) {
+            if (!have.has(`dead-${t}-${k}`)) {
+              lost.push(`dead-${t}-${k}${answered.has(t) ? " (redrive answered)" : ""}`);
+            }
+          }
+        }
+        await stop(child, "SIGKILL");
+        report.push(`trial ${trial}: ${answered.size} of ${topics.length} redrives answered`);
+        assert.deepEqual(lost, [], `${report.join("; ")}: ${lost.length} dead letters lost`);
+      });
+    }
+  },
 });
