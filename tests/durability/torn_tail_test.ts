@@ -280,3 +280,35 @@ Deno.test({
       assert.deepEqual(await Deno.readFile(walPath(dir, "stranger")), junk, "file untouched");
     }),
 });
+
+for (const size of [0, 10]) {
+  Deno.test({
+    name: `a WAL file of ${size} bytes (killed as it was created) does not stop a later SIGTERM`,
+    sanitizeOps: false,
+    sanitizeResources: false,
+    fn: () =>
+      withDataDir(async (dir) => {
+        let child = await start(dir);
+        await publishAll(child, ["kept"]);
+        assert.equal((await publish(child.url, "fresh", "x")).status, 201);
+        await stop(child, "SIGKILL");
+        // A SIGKILL right after `fresh.wal` was created leaves it empty or with half a header.
+        const fresh = walPath(dir, "fresh");
+        await Deno.writeFile(fresh, (await Deno.readFile(fresh)).slice(0, size));
+
+        child = await start(dir);
+        assert.deepEqual(await held(child), ["kept"]);
+        const status = await stop(child, "SIGTERM", 5_000);
+        assert.equal(
+          status.code,
+          0,
+          `SIGTERM did not end the broker within 5 s (it was SIGKILLed); last lines:\n${
+            child.logs.slice(-3).join("\n")
+          }`,
+        );
+        child = await start(dir);
+        assert.deepEqual(await held(child), ["kept"]);
+        await stop(child, "SIGKILL");
+      }),
+  });
+}
