@@ -227,6 +227,42 @@ Deno.test({
       child = await start(dir, ENV);
       assert.equal((await queues(child.url)).has(topic), false, "a deleted topic stays deleted");
       assert.equal(await fileSize(path), undefined);
+
+      // The name can be used again at once: a fresh topic with default settings.
+      assert.equal((await publish(child.url, topic, "reborn")).status, 201);
+      await stop(child, "SIGKILL");
+      child = await start(dir, ENV);
+      const reborn = (await queues(child.url)).get(topic);
+      assert.equal(reborn?.policy, "reject", JSON.stringify(reborn));
+      assert.equal(reborn?.retain, null);
+      assert.deepEqual((await consume(child.url, topic, "peek=true&limit=10")).map(text), [
+        "reborn",
+      ]);
+      await stop(child, "SIGTERM");
+    }),
+});
+
+Deno.test({
+  name: "a compaction interrupted by a crash (a leftover .wal.compact) is discarded at start-up",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withDataDir(async (dir) => {
+      const topic = "interrupted";
+      let child = await start(dir, ENV);
+      await publishMany(child, topic, ["a", "b", "c"]);
+      await stop(child, "SIGKILL");
+      const leftover = `${walPath(dir, topic)}.compact`;
+      // Half a rewrite: a header and a torn frame, as a kill during compaction leaves it.
+      const original = await Deno.readFile(walPath(dir, topic));
+      await Deno.writeFile(leftover, original.slice(0, FILE_HEADER_BYTES + 20));
+
+      child = await start(dir, ENV);
+      assert.equal(await fileSize(leftover), undefined, "the partial rewrite is removed");
+      assert.deepEqual(await Deno.readFile(walPath(dir, topic)), original, "the WAL is untouched");
+      const got = (await consume(child.url, topic, "peek=true&limit=10")).map(text).sort();
+      assert.deepEqual(got, ["a", "b", "c"]);
+      assert.equal((await queues(child.url)).size, 1, "no topic made from the leftover file");
       await stop(child, "SIGTERM");
     }),
 });
