@@ -54,6 +54,27 @@ for (const mode of ["interval", "never"] as const) {
   }
 }
 
+for (const mode of ["always", "interval", "never"] as const) {
+  Deno.test({
+    name: `BROKER_FSYNC=${mode}: a publish answered 201 survives SIGKILL (a process crash)`,
+    sanitizeOps: false,
+    sanitizeResources: false,
+    fn: () =>
+      withDataDir(async (dir) => {
+        // A 2xx waits at least for the write(): the page cache outlives the process, so only
+        // an OS crash or power cut may lose the tail in interval and never modes.
+        const env = { BROKER_FSYNC: mode };
+        let child = await start(dir, env);
+        const sent = Array.from({ length: 300 }, (_, i) => `k-${mode}-${i}`);
+        for (const p of sent) assert.equal((await publish(child.url, "killed", p)).status, 201);
+        await stop(child, "SIGKILL");
+        child = await start(dir, env);
+        assert.deepEqual((await drain(child.url, "killed", "auto_ack=true")).map(text), sent);
+        await stop(child, "SIGKILL");
+      }),
+  });
+}
+
 Deno.test({
   name: "an invalid BROKER_FSYNC stops start-up with one line naming it, and no stack trace",
   fn: () =>
