@@ -469,8 +469,8 @@ Deno.test({
     const topics = Array.from({ length: 40 }, (_, i) => `rd-${i}`);
     const perTopic = 5;
     const report: string[] = [];
-    // Up to three trials: the kill has to land while moves are half written.
-    for (let trial = 1; trial <= 3; trial++) {
+    // Up to eight trials: the kill has to land while moves are half written.
+    for (let trial = 1; trial <= 8; trial++) {
       await withDataDir(async (dir) => {
         let child = await start(dir);
         const requeue = async (m: WireMessage) => {
@@ -492,6 +492,9 @@ Deno.test({
         }));
         // Publishers keep every target topic's WAL busy while the redrives run.
         let stopping = false;
+        let warm!: () => void;
+        const warmed = new Promise<void>((res) => warm = res);
+        let bgAnswered = 0;
         const background = topics.map(async (t) => {
           for (let i = 0; !stopping && i < 100_000; i++) {
             try {
@@ -499,10 +502,12 @@ Deno.test({
             } catch {
               return;
             }
+            if (++bgAnswered === 200) warm();
           }
         });
+        await warmed;
         const answered = new Set<string>();
-        const killAfter = 1 + Math.floor(Math.random() * 5);
+        const killAfter = 1; // the first answer: the other moves are under way
         await Promise.all(topics.map(async (t) => {
           try {
             const res = await fetch(`${child.url}/api/queues/redrive?queue=${t}`, {
