@@ -29,7 +29,8 @@ import {
   type StoredMessage,
 } from "./message.ts";
 import { checkName } from "./names.ts";
-import { DEFAULT_GROUP, Topic, type TopicSettings } from "./topic.ts";
+import { loadNodeId } from "./node_id.ts";
+import { DEFAULT_GROUP, Topic, type TopicCounters, type TopicSettings } from "./topic.ts";
 import { uuidv7 } from "./uuid.ts";
 import { FileWal, MemoryWal, replayFile, type Wal } from "./wal.ts";
 import { type Policy, type PublishRecord, RecordType } from "./wal_record.ts";
@@ -109,8 +110,8 @@ export class Broker {
   #ticker: ReturnType<typeof setInterval> | undefined;
   #closed = false;
   #onFsync: ((seconds: number) => void) | undefined;
-  /** Totals over every topic since start-up, including deleted ones. */
-  readonly totals = {
+  /** Counters of the topics deleted since start-up, so `totals` keeps what they counted. */
+  #retired: TopicCounters = {
     published: 0,
     delivered: 0,
     acked: 0,
@@ -118,6 +119,8 @@ export class Broker {
     deadLettered: 0,
     expired: 0,
   };
+  /** Stable id of this node, kept in the data dir (a new one per process with `:memory:`). */
+  nodeId = "";
 
   private constructor(readonly config: Config, opts: OpenOptions) {
     this.now = opts.clock ?? Date.now;
@@ -130,10 +133,18 @@ export class Broker {
   static async open(config: Config, opts: OpenOptions = {}): Promise<Broker> {
     const broker = new Broker(config, opts);
     await broker.#recover();
+    broker.nodeId = await loadNodeId(config.dataDir);
     if (opts.tick ?? !opts.clock) {
       broker.#ticker = setInterval(() => broker.sweep(broker.now()), TICK_MS);
     }
     return broker;
+  }
+
+  /** Totals over every topic since start-up, including deleted ones; summed when asked. */
+  get totals(): TopicCounters {
+    const sum = { ...this.#retired };
+    for (const t of this.topics.values()) addCounters(sum, t.counters);
+    return sum;
   }
 
   get version(): string {
@@ -274,7 +285,6 @@ export class Broker {
     };
     const durable = topic.commit(record, now);
     topic.counters.published++;
-    this.totals.published++;
     const msg = topic.messages.get(record.id);
     if (msg) {
       for (const fn of topic.listeners) fn(msg);
@@ -432,7 +442,6 @@ export class Broker {
     if (!peek) {
       for (const d of taken) g.lease(d, now + visibilityMs);
       topic.counters.delivered += taken.length;
-      this.totals.delivered += taken.length;
     }
     return taken;
   }
@@ -547,7 +556,6 @@ export class Broker {
         ids: acked,
       }, now);
       topic.counters.acked += acked.length;
-      this.totals.acked += acked.length;
     }
     return { acked, notFound, durable };
   }
@@ -580,7 +588,6 @@ export class Broker {
     const now = this.now();
     const retry = d.retryCount + 1;
     topic.counters.requeued++;
-    this.totals.requeued++;
     if (exhausted(topic, retry)) {
       const dlq = this.getTopic(dlqName(name));
       await this.#deadLetter(topic, g, d, dlq, retry, opts.reason, now);
@@ -611,7 +618,6 @@ export class Broker {
     now: number,
   ): Promise<unknown> {
     const done = deadLetter(topic, g, d, dlq, retry, reason, now);
-    this.totals.deadLettered++;
     this.#wakeAll(dlq, now);
     this.log.info("message dead-lettered", {
       topic: topic.name,
@@ -713,6 +719,7 @@ export class Broker {
     const topic = this.topics.get(name);
     if (!topic) throw new BrokerError("not_found", `Cannot delete "${name}": no such queue`);
     this.topics.delete(name);
+    addCounters(this.#retired, topic.counters);
     this.#release(topic);
     const gone = topic.wal.remove();
     const guard = gone.catch(() => {}).finally(() => {
@@ -763,7 +770,6 @@ export class Broker {
     const retry = d.retryCount + 1;
     const reason = "visibility timeout";
     topic.counters.requeued++;
-    this.totals.requeued++;
     let done: Promise<unknown>;
     if (exhausted(topic, retry)) {
       done = this.#deadLetter(topic, g, d, this.getTopic(dlqName(topic.name)), retry, reason, now);
@@ -913,6 +919,10 @@ function checkPayload(topic: string, payload: Uint8Array): void {
       `Cannot publish to "${topic}": ${payload.length} bytes is more than ${MAX_PAYLOAD_BYTES}`,
     );
   }
+}
+
+function addCounters(into: TopicCounters, from: TopicCounters): void {
+  for (const k of Object.keys(into) as (keyof TopicCounters)[]) into[k] += from[k];
 }
 
 /** A filter predicate over payloads (CONTRACT "Filters"). */
