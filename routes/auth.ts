@@ -1,0 +1,53 @@
+/**
+ * The API-key check, a BeforeHook: every route but the `public` ones needs a key with the
+ * route's scope. The key comes from `Authorization: Bearer`, `X-API-Key`, or on `/stream/*` and
+ * `/ws` only (browsers cannot set headers there) the `api_key` query parameter.
+ */
+
+import { type KeyRing, SCOPE_BITS } from "../lib/auth.ts";
+import { BrokerError } from "../lib/errors.ts";
+import type { BeforeHook } from "./app.ts";
+import { problem } from "./http.ts";
+import type { Ctx, Route } from "./router.ts";
+
+const BEARER = /^bearer /i;
+
+/** True for the routes that also take `?api_key=`: SSE streams and the WebSocket. */
+function takesQueryKey(route: Route): boolean {
+  return route.pattern.startsWith("/stream/") || route.pattern === "/ws";
+}
+
+/** The key a request presents: "" for an Authorization header of another scheme, else undefined. */
+function presentedKey(req: Request, route: Route, ctx: Ctx): string | undefined {
+  const auth = req.headers.get("authorization");
+  if (auth !== null && BEARER.test(auth)) return auth.slice(7).trim();
+  const header = req.headers.get("x-api-key");
+  if (header !== null) return header.trim();
+  const query = takesQueryKey(route) ? ctx.query.str("api_key") : undefined;
+  return query ?? (auth === null ? undefined : "");
+}
+
+/** The hook that answers 401 (no or unknown key) or 403 (key without the route's scope). */
+export function authHook(keys: KeyRing): BeforeHook {
+  return (req, route, ctx) => {
+    if (route.scope === "public") return undefined;
+    const given = presentedKey(req, route, ctx);
+    const scopes = given ? keys.scopesOf(given) : 0;
+    if (scopes === 0) {
+      const detail = given === undefined
+        ? "Missing API key: send Authorization: Bearer <key> or X-API-Key: <key>"
+        : "Invalid API key";
+      return problem(new BrokerError("unauthorized", detail), ctx.requestId);
+    }
+    if ((scopes & SCOPE_BITS[route.scope]) === 0) {
+      return problem(
+        new BrokerError(
+          "forbidden",
+          `This API key lacks the "${route.scope}" scope that ${route.method} ${route.pattern} needs`,
+        ),
+        ctx.requestId,
+      );
+    }
+    return undefined;
+  };
+}
