@@ -13,6 +13,7 @@ import { consumeRoutes } from "./consume.ts";
 import { adminRoutes } from "./admin.ts";
 import { dashboardRoutes } from "./dashboard.ts";
 import { healthRoutes } from "./health.ts";
+import { opsRoutes } from "./ops.ts";
 
 /** Every route of the broker, in match order. */
 export const ROUTES: Route[] = [
@@ -21,6 +22,7 @@ export const ROUTES: Route[] = [
   ...consumeRoutes,
   ...adminRoutes,
   ...dashboardRoutes,
+  ...opsRoutes,
 ];
 
 /** Runs before a matched route; a returned Response answers instead (401, 403). */

@@ -1,0 +1,275 @@
+/**
+ * @module Prometheus metrics (prefix `ferry_`) on a prom-client Registry. Nothing here runs on
+ * the publish path: message counters and queue gauges are read from the broker's own plain
+ * counters when a scrape asks (prom-client `collect()`), and HTTP requests and fsyncs land in
+ * plain bucket arrays that a scrape turns into histograms.
+ */
+
+import { collectDefaultMetrics, Counter, Gauge, type Metric, Registry } from "prom-client";
+import type { Broker } from "./broker.ts";
+import type { TopicCounters } from "./topic.ts";
+
+/** Upper bounds, in seconds, of ferry_http_request_duration_seconds; long-polls reach 30 s. */
+export const HTTP_BUCKETS_S = [
+  0.0005,
+  0.001,
+  0.0025,
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  5,
+  10,
+  30,
+];
+/** Upper bounds, in seconds, of ferry_wal_fsync_seconds. */
+export const FSYNC_BUCKETS_S = [
+  0.0001,
+  0.00025,
+  0.0005,
+  0.001,
+  0.0025,
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+];
+/** Route label of requests that matched no route (404, 405): never the raw path. */
+export const UNMATCHED = "unmatched";
+
+/** A histogram kept as plain counts: observing is a short loop and three additions. */
+export class Buckets {
+  /** Observations per bucket, not cumulative; the last slot is +Inf. */
+  readonly counts: Float64Array;
+  sum = 0;
+  count = 0;
+
+  constructor(readonly bounds: readonly number[]) {
+    this.counts = new Float64Array(bounds.length + 1);
+  }
+
+  observe(seconds: number): void {
+    const b = this.bounds;
+    let i = 0;
+    while (i < b.length && seconds > b[i]!) i++;
+    this.counts[i]!++;
+    this.sum += seconds;
+    this.count++;
+  }
+}
+
+/** Requests of one route: answers per status code and their durations. */
+interface RouteStats {
+  codes: Map<number, number>;
+  durations: Buckets;
+}
+
+const MESSAGE_COUNTERS: [keyof TopicCounters, string, string][] = [
+  ["published", "published", "Messages stored by publish (broadcasts are not stored)"],
+  ["delivered", "delivered", "Messages handed to consumers (peeks excluded)"],
+  ["acked", "acked", "Messages acknowledged"],
+  ["requeued", "requeued", "Messages put back by requeue or an ended lease"],
+  ["deadLettered", "dead_lettered", "Messages moved to the topic's .dlq"],
+  ["expired", "expired", "Messages dropped by their TTL"],
+];
+
+const attached = new WeakMap<Broker, Metrics>();
+
+/** The broker's metrics registry, and the plain aggregates the HTTP layer and WAL feed. */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly contentType = Registry.PROMETHEUS_CONTENT_TYPE;
+  readonly fsync = new Buckets(FSYNC_BUCKETS_S);
+  readonly #routes = new Map<string, RouteStats>();
+  #broker: Broker | undefined;
+
+  /** The metrics attached to a broker, created (without process metrics) on first use. */
+  static of(broker: Broker): Metrics {
+    return attached.get(broker) ?? new Metrics({ process: false }).attach(broker);
+  }
+
+  /** `process: true` adds prom-client's process metrics (CPU, memory, file descriptors). */
+  constructor(opts: { process?: boolean } = {}) {
+    const registers = [this.registry];
+    const topics = () => this.#broker?.topics.values() ?? [];
+
+    for (const [field, name, help] of MESSAGE_COUNTERS) {
+      new Counter({
+        name: `ferry_messages_${name}_total`,
+        help: `${help}, per topic, since start-up`,
+        labelNames: ["topic"],
+        registers,
+        collect() {
+          this.reset();
+          for (const t of topics()) this.inc({ topic: t.name }, t.counters[field]);
+        },
+      });
+    }
+    new Gauge({
+      name: "ferry_queue_depth",
+      help: "Messages ready for the default group of a topic",
+      labelNames: ["topic"],
+      registers,
+      collect() {
+        this.reset();
+        for (const t of topics()) this.set({ topic: t.name }, t.defaultGroup.readyCount);
+      },
+    });
+    new Gauge({
+      name: "ferry_queue_in_flight",
+      help: 'Messages delivered and not yet acked, per topic and group (default group: "")',
+      labelNames: ["topic", "group"],
+      registers,
+      collect() {
+        this.reset();
+        for (const t of topics()) {
+          for (const g of t.groups.values()) {
+            this.set({ topic: t.name, group: g.name }, g.inFlightCount);
+          }
+        }
+      },
+    });
+    const broker = () => this.#broker;
+    new Gauge({
+      name: "ferry_oldest_message_age_seconds",
+      help: 'Age of the oldest message a group holds, per topic and group (default group: "")',
+      labelNames: ["topic", "group"],
+      registers,
+      collect() {
+        this.reset();
+        const b = broker();
+        if (!b) return;
+        const now = b.now();
+        for (const t of b.topics.values()) {
+          for (const g of t.groups.values()) {
+            this.set({ topic: t.name, group: g.name }, b.oldestAgeSeconds(g, now));
+          }
+        }
+      },
+    });
+    new Gauge({
+      name: "ferry_stream_subscribers",
+      help: "Live stream listeners (SSE, WebSocket) per topic",
+      labelNames: ["topic"],
+      registers,
+      collect() {
+        this.reset();
+        for (const t of topics()) this.set({ topic: t.name }, t.listeners.size);
+      },
+    });
+    // No series until webhook delivery exists; the name and labels are fixed now.
+    new Counter({
+      name: "ferry_webhook_deliveries_total",
+      help: "Webhook delivery attempts per topic and outcome",
+      labelNames: ["topic", "outcome"],
+      registers,
+    });
+    const routes = this.#routes;
+    new Counter({
+      name: "ferry_http_requests_total",
+      help: "HTTP requests per route pattern and status code",
+      labelNames: ["route", "code"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [route, s] of routes) {
+          for (const [code, n] of s.codes) this.inc({ route, code: String(code) }, n);
+        }
+      },
+    });
+    this.#histogram(
+      "ferry_http_request_duration_seconds",
+      "HTTP request duration per route",
+      () => [...routes].map(([route, s]) => [{ route }, s.durations]),
+    );
+    this.#histogram(
+      "ferry_wal_fsync_seconds",
+      "Duration of one WAL fsync",
+      () => [[{}, this.fsync]],
+    );
+    if (opts.process ?? true) addProcessMetrics(this.registry);
+  }
+
+  /** Makes this the broker's metrics and the source of the per-topic series. */
+  attach(broker: Broker): this {
+    this.#broker = broker;
+    attached.set(broker, this);
+    return this;
+  }
+
+  /** Counts one HTTP answer; `route` is the route pattern or UNMATCHED. */
+  recordRequest(route: string, code: number, seconds: number): void {
+    let s = this.#routes.get(route);
+    if (!s) {
+      this.#routes.set(route, s = { codes: new Map(), durations: new Buckets(HTTP_BUCKETS_S) });
+    }
+    s.codes.set(code, (s.codes.get(code) ?? 0) + 1);
+    s.durations.observe(seconds);
+  }
+
+  /** For Broker.open's `onFsync`. */
+  readonly observeFsync = (seconds: number): void => this.fsync.observe(seconds);
+
+  /** The Prometheus text exposition of every metric. */
+  render(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  /**
+   * Registers a histogram read from Buckets at scrape time. prom-client has no public way to
+   * set bucket counts, so this is a plain metric object of the shape its Registry reads, as
+   * its own cluster aggregator registers.
+   */
+  #histogram(
+    name: string,
+    help: string,
+    series: () => [Record<string, string>, Buckets][],
+  ): void {
+    const base = { name, help, type: "histogram", aggregator: "sum" };
+    const get = () => ({
+      ...base,
+      values: series().flatMap(([labels, b]) => {
+        const values = [];
+        let acc = 0;
+        for (let i = 0; i <= b.bounds.length; i++) {
+          acc += b.counts[i]!;
+          const le = i < b.bounds.length ? String(b.bounds[i]) : "+Inf";
+          values.push({ metricName: `${name}_bucket`, labels: { ...labels, le }, value: acc });
+        }
+        values.push({ metricName: `${name}_sum`, labels, value: b.sum });
+        values.push({ metricName: `${name}_count`, labels, value: b.count });
+        return values;
+      }),
+    });
+    this.registry.registerMetric({ ...base, get } as unknown as Metric);
+  }
+}
+
+/** Metric families of prom-client's defaults that mean something under Deno. */
+const PROCESS_METRICS = /^(process_|nodejs_heap_|nodejs_external_memory)/;
+
+/**
+ * prom-client's process metrics, minus the Node-only ones (event-loop lag, handles, GC, Node
+ * version) that read nothing under Deno. Without read access to /proc they report zeros.
+ */
+function addProcessMetrics(registry: Registry): void {
+  try {
+    collectDefaultMetrics({ register: registry });
+  } catch {
+    return; // process metrics are a bonus; the broker's own metrics do not depend on them
+  }
+  for (const m of registry.getMetricsAsArray()) {
+    if (!m.name.startsWith("ferry_") && !PROCESS_METRICS.test(m.name)) {
+      registry.removeSingleMetric(m.name);
+    }
+  }
+}
