@@ -3,17 +3,65 @@
  * `deno task start` runs it; `deno serve main.ts` uses the default export instead.
  */
 
-import { Broker } from "./lib/broker.ts";
+import { type ApiKey, KeyRing, parseKeyFile, parseKeyList } from "./lib/auth.ts";
+import { Broker, type OpenOptions } from "./lib/broker.ts";
 import { type Config, ConfigError, helpText, loadConfig } from "./lib/config.ts";
 import { Logger } from "./lib/log.ts";
+import { Metrics } from "./lib/metrics.ts";
 import { type AppOptions, createHandler } from "./routes/app.ts";
+import { authHook } from "./routes/auth.ts";
+import { metricsHook } from "./routes/ops.ts";
 
 /** How long SIGTERM waits for in-flight requests before closing anyway. */
 const SHUTDOWN_GRACE_MS = 10_000;
 
-/** Builds the request handler with the hooks this configuration asks for. */
-export function appOptions(config: Config, log: Logger): AppOptions {
-  const opts: AppOptions = { log, before: [], after: [] };
+/** The broker and what production wires around it; tests get the same from startBroker(). */
+export interface Runtime {
+  broker: Broker;
+  metrics: Metrics;
+  /** The API keys; SIGHUP replaces them. */
+  keys: KeyRing;
+}
+
+/** Auth is on when either key setting is set; a keys file with no keys then refuses everyone. */
+function authEnabled(config: Config): boolean {
+  return config.apiKeys !== "" || config.apiKeysFile !== "";
+}
+
+/** The keys of BROKER_API_KEYS and the keys file; a ConfigError names the setting, never a key. */
+async function readKeys(config: Config): Promise<ApiKey[]> {
+  const keys = parseKeyList(config.apiKeys);
+  if (config.apiKeysFile) {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(config.apiKeysFile);
+    } catch (e) {
+      throw new ConfigError(
+        `BROKER_API_KEYS_FILE: cannot read "${config.apiKeysFile}": ${(e as Error).message}`,
+      );
+    }
+    keys.push(...parseKeyFile(text));
+  }
+  return keys;
+}
+
+/** Reads the keys, opens the broker (replaying its WALs) and attaches the metrics. */
+export async function openRuntime(
+  config: Config,
+  log: Logger,
+  open: Pick<OpenOptions, "clock"> = {},
+): Promise<Runtime> {
+  const keys = new KeyRing(await readKeys(config));
+  const metrics = new Metrics();
+  const broker = await Broker.open(config, { ...open, log, onFsync: metrics.observeFsync });
+  metrics.attach(broker);
+  return { broker, metrics, keys };
+}
+
+/** The handler's hooks for this configuration: API keys, metrics, the access log. */
+export function appOptions(config: Config, log: Logger, rt: Runtime): AppOptions {
+  const opts: AppOptions = { log, before: [], after: [metricsHook(rt.metrics)] };
+  if (authEnabled(config)) opts.before!.push(authHook(rt.keys));
   if (config.accessLog) {
     opts.after!.push((req, route, res, seconds, requestId) => {
       log.info("request", {
@@ -28,12 +76,51 @@ export function appOptions(config: Config, log: Logger): AppOptions {
   return opts;
 }
 
-async function openBroker(config: Config, log: Logger): Promise<Broker> {
+async function start(config: Config, log: Logger): Promise<Runtime> {
   try {
-    return await Broker.open(config, { log });
+    const rt = await openRuntime(config, log);
+    if (authEnabled(config) && rt.keys.size === 0) {
+      log.warn("auth is on but no API key is configured; every request needing one gets 401");
+    }
+    return rt;
   } catch (e) {
+    if (e instanceof ConfigError) {
+      console.error(`ferry: ${e.message}`);
+      Deno.exit(2);
+    }
     log.error("cannot start", { error: (e as Error).message });
     console.error(`ferry: cannot start: ${(e as Error).message}`);
+    Deno.exit(1);
+  }
+}
+
+/** SIGHUP re-reads the keys file; a bad file keeps the keys in use. Keys are never logged. */
+function reloadKeysOnHangup(config: Config, rt: Runtime, log: Logger): void {
+  Deno.addSignalListener("SIGHUP", async () => {
+    try {
+      rt.keys.replace(await readKeys(config));
+      log.info("api keys reloaded", { keys: rt.keys.size, file: config.apiKeysFile });
+    } catch (e) {
+      log.error("api keys not reloaded; the previous keys stay in use", {
+        error: (e as Error).message,
+      });
+    }
+  });
+}
+
+/** Deno.serve, or one clear line and exit 1 when the address cannot be had (in use, denied). */
+function listen(
+  config: Config,
+  log: Logger,
+  handler: Deno.ServeHandler,
+  onListen: (addr: Deno.NetAddr) => void,
+): Deno.HttpServer {
+  try {
+    return Deno.serve({ hostname: config.host, port: config.port, onListen }, handler);
+  } catch (e) {
+    const error = (e as Error).message;
+    log.error("cannot listen", { address: config.host, port: config.port, error });
+    console.error(`ferry: cannot listen on ${config.host}:${config.port}: ${error}`);
     Deno.exit(1);
   }
 }
@@ -41,12 +128,14 @@ async function openBroker(config: Config, log: Logger): Promise<Broker> {
 /** Runs the broker until SIGTERM or SIGINT, then shuts down cleanly and exits 0. */
 export async function run(config: Config): Promise<void> {
   const log = new Logger(config.logLevel);
-  const broker = await openBroker(config, log);
+  const rt = await start(config, log);
+  const { broker } = rt;
   log.info("recovered", { data_dir: config.dataDir, ...broker.recovery });
-  const server = Deno.serve({
-    hostname: config.host,
-    port: config.port,
-    onListen: ({ hostname, port }) => {
+  const server = listen(
+    config,
+    log,
+    createHandler(broker, appOptions(config, log, rt)),
+    ({ hostname, port }) => {
       log.info("listening", {
         address: hostname,
         port,
@@ -55,9 +144,11 @@ export async function run(config: Config): Promise<void> {
         topics: broker.recovery.topics,
         messages: broker.recovery.messages,
         recovery_ms: broker.recovery.duration_ms,
+        auth: authEnabled(config),
       });
     },
-  }, createHandler(broker, appOptions(config, log)));
+  );
+  reloadKeysOnHangup(config, rt, log);
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -115,8 +206,9 @@ if (import.meta.main) {
   }
   if (launchedByDenoServe()) {
     const log = new Logger(config.logLevel);
-    const broker = await openBroker(config, log);
-    serveHandler = createHandler(broker, appOptions(config, log));
+    const rt = await start(config, log);
+    reloadKeysOnHangup(config, rt, log);
+    serveHandler = createHandler(rt.broker, appOptions(config, log, rt));
   } else {
     await run(config);
   }

@@ -3,32 +3,43 @@
  * hand-driven clock if wanted) or as a child process (for SIGKILL and SIGTERM tests).
  */
 
-import { Broker } from "../../lib/broker.ts";
+import type { Broker } from "../../lib/broker.ts";
 import { type Config, defaultConfig } from "../../lib/config.ts";
+import { Logger } from "../../lib/log.ts";
 import { createHandler } from "../../routes/app.ts";
+import { appOptions, openRuntime, type Runtime } from "../../main.ts";
 
 export interface InProcessBroker {
   url: string;
   broker: Broker;
+  /** The metrics and API keys wired around the broker, as in production. */
+  runtime: Runtime;
   dataDir: string;
   /** Stops the server, closes the broker, removes the data dir unless keepData. */
   close(opts?: { keepData?: boolean }): Promise<void>;
 }
 
-/** Starts a broker and Deno.serve on 127.0.0.1:0 in this process, with a temp data dir. */
+/**
+ * Starts a broker and Deno.serve on 127.0.0.1:0 in this process, with a temp data dir, built by
+ * main.ts's openRuntime() and appOptions(): the same hooks (API keys, metrics, access log) as
+ * production. `log` receives the broker's log lines (default: none).
+ */
 export async function startBroker(
   overrides: Partial<Config> = {},
-  opts: { clock?: () => number } = {},
+  opts: { clock?: () => number; log?: Logger } = {},
 ): Promise<InProcessBroker> {
   const dataDir = overrides.dataDir ?? await Deno.makeTempDir({ prefix: "ferry-test-" });
   const config = defaultConfig({ port: 0, logLevel: "error", ...overrides, dataDir });
-  const broker = await Broker.open(config, { clock: opts.clock });
-  const handler = createHandler(broker);
+  const log = opts.log ?? new Logger(config.logLevel, () => {});
+  const runtime = await openRuntime(config, log, { clock: opts.clock });
+  const { broker } = runtime;
+  const handler = createHandler(broker, appOptions(config, log, runtime));
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, handler);
   const url = `http://127.0.0.1:${server.addr.port}`;
   return {
     url,
     broker,
+    runtime,
     dataDir,
     async close(o = {}) {
       await server.shutdown();
