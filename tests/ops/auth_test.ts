@@ -1,0 +1,282 @@
+/**
+ * API keys through the HTTP server: every route of the table refuses a request without a valid
+ * key (so a route added without auth fails here), scopes, the ways to send a key, the keys file
+ * and its SIGHUP reload.
+ */
+
+import assert from "node:assert/strict";
+import { KeyRing, type KeyScope } from "../../lib/auth.ts";
+import { Broker } from "../../lib/broker.ts";
+import { defaultConfig } from "../../lib/config.ts";
+import { Logger } from "../../lib/log.ts";
+import { createHandler, ROUTES } from "../../routes/app.ts";
+import { authHook } from "../../routes/auth.ts";
+import { json } from "../../routes/http.ts";
+import type { Route } from "../../routes/router.ts";
+import { spawnBroker, startBroker } from "../_support/server.ts";
+import { assertProblem, call, Failures } from "../routes/_http.ts";
+import { callRoute, waitForLog } from "./_ops.ts";
+
+const FULL = "full-key-7c1e0b";
+const KEYS: Record<KeyScope, string> = {
+  publish: "pub-key-1a2b",
+  consume: "con-key-3c4d",
+  admin: "adm-key-5e6f",
+};
+const API_KEYS = `${FULL},${KEYS.publish}:publish,${KEYS.consume}:consume,${KEYS.admin}:admin`;
+
+const bearer = (k: string) => ({ authorization: `Bearer ${k}` });
+
+/** Drain ends the broker's service, so it goes last. */
+function routesDrainLast(): Route[] {
+  return [...ROUTES].sort((a, b) =>
+    Number(a.pattern === "/api/drain") - Number(b.pattern === "/api/drain")
+  );
+}
+
+Deno.test("auth: every non-public route answers 401 without a key or with a wrong one, and not 401/403 with a full key", async () => {
+  const b = await startBroker({ apiKeys: API_KEYS });
+  try {
+    const routes = routesDrainLast();
+    assert.ok(routes.some((r) => r.scope !== "public"));
+    const f = new Failures();
+    for (const r of routes) {
+      const label = `${r.method} ${r.pattern}`;
+      if (r.scope === "public") {
+        const res = await callRoute(b.url, r);
+        f.check(`${label} (public, no key)`, () => assert.ok(![401, 403].includes(res.status)));
+        continue;
+      }
+      for (const [how, headers] of [["no key", {}], ["wrong key", bearer("wrong-key")]] as const) {
+        const res = await callRoute(b.url, r, headers);
+        f.check(`${label} ${how}`, () => {
+          assert.equal(res.status, 401, res.text);
+          assert.equal(res.code, "unauthorized", res.text);
+        });
+      }
+    }
+    for (const r of routes) {
+      const res = await callRoute(b.url, r, bearer(FULL));
+      f.check(
+        `${r.method} ${r.pattern} full key`,
+        () => assert.ok(![401, 403].includes(res.status), `${res.status} ${res.text}`),
+      );
+    }
+    f.assertNone();
+  } finally {
+    await b.close();
+  }
+});
+
+Deno.test("auth: a key with one scope passes that scope's routes and gets 403 forbidden elsewhere", async () => {
+  const b = await startBroker({ apiKeys: API_KEYS });
+  try {
+    const f = new Failures();
+    for (const r of routesDrainLast().filter((r) => r.scope !== "public")) {
+      for (const [scope, key] of Object.entries(KEYS)) {
+        if (scope === r.scope && r.pattern === "/api/drain") continue; // the full-key test drains
+        const res = await callRoute(b.url, r, { "x-api-key": key });
+        f.check(`${r.method} ${r.pattern} with a ${scope} key`, () => {
+          if (scope === r.scope) assert.ok(![401, 403].includes(res.status), res.text);
+          else {
+            assert.equal(res.status, 403, res.text);
+            assert.equal(res.code, "forbidden", res.text);
+          }
+        });
+      }
+    }
+    f.assertNone();
+  } finally {
+    await b.close();
+  }
+});
+
+Deno.test("auth: a publish-only key publishes but cannot consume, list queues or read metrics", async () => {
+  const b = await startBroker({ apiKeys: API_KEYS });
+  try {
+    const h = { headers: bearer(KEYS.publish) };
+    assert.equal((await call(b.url, "POST", "/publish/orders", { ...h, body: "x" })).status, 201);
+    assertProblem(await call(b.url, "GET", "/consume/orders", h), 403, "forbidden");
+    assertProblem(await call(b.url, "GET", "/api/queues", h), 403, "forbidden");
+    assertProblem(await call(b.url, "GET", "/metrics", h), 403, "forbidden");
+    const c = { headers: bearer(KEYS.consume) };
+    assert.equal((await call(b.url, "GET", "/consume/orders?auto_ack=true", c)).status, 200);
+  } finally {
+    await b.close();
+  }
+});
+
+Deno.test("auth: Bearer (any case) and X-API-Key both work; 401 carries WWW-Authenticate and a problem body", async () => {
+  const b = await startBroker({ apiKeys: FULL });
+  try {
+    for (
+      const headers of [bearer(FULL), { authorization: `bearer ${FULL}` }, { "x-api-key": FULL }]
+    ) {
+      const res = await call(b.url, "GET", "/api/queues", { headers });
+      assert.equal(res.status, 200, `${JSON.stringify(headers)}: ${res.text}`);
+    }
+    const cases: Record<string, string>[] = [
+      {},
+      bearer("nope"),
+      { "x-api-key": "nope" },
+      { authorization: `Basic ${btoa(`u:${FULL}`)}` },
+      { authorization: `Token ${FULL}` },
+      bearer(FULL + "x"),
+      bearer(FULL.slice(0, -1)),
+      bearer(""),
+    ];
+    for (const headers of cases) {
+      const res = await call(b.url, "GET", "/api/queues", { headers });
+      assertProblem(res, 401, "unauthorized");
+      assert.equal(res.headers.get("www-authenticate"), 'Bearer realm="ferry"');
+      assert.ok(!res.text.includes(FULL), "the answer never echoes a key");
+    }
+    const health = await call(b.url, "GET", "/healthz");
+    assert.equal(health.status, 200, "/healthz needs no key");
+    assert.equal((await call(b.url, "GET", "/no/such/route")).status, 404);
+  } finally {
+    await b.close();
+  }
+});
+
+Deno.test("auth: ?api_key= is accepted on /stream/* and /ws only", async () => {
+  const broker = await Broker.open(defaultConfig({ dataDir: ":memory:" }), { tick: false });
+  try {
+    const ok = () => json({ ok: true });
+    const routes: Route[] = [
+      ...ROUTES,
+      { method: "GET", pattern: "/stream/:topic", scope: "consume", handler: ok },
+      { method: "GET", pattern: "/ws", scope: "consume", handler: ok },
+    ];
+    const handle = createHandler(broker, {
+      routes,
+      before: [authHook(new KeyRing([{ key: FULL, scopes: 7 }]))],
+    });
+    const status = async (path: string, init: RequestInit = {}) => {
+      const res = await handle(new Request(`http://ferry${path}`, init));
+      await res.body?.cancel();
+      return res.status;
+    };
+    assert.equal(await status(`/stream/t1?api_key=${FULL}`), 200);
+    assert.equal(await status(`/ws?api_key=${FULL}`), 200);
+    assert.equal(await status(`/stream/t1?api_key=wrong`), 401);
+    assert.equal(await status(`/stream/t1`), 401);
+    assert.equal(await status(`/api/queues?api_key=${FULL}`), 401);
+    assert.equal(await status(`/consume/t1?api_key=${FULL}`), 401);
+    assert.equal(await status(`/publish/t1?api_key=${FULL}`, { method: "POST", body: "x" }), 401);
+  } finally {
+    await broker.close();
+  }
+});
+
+Deno.test("auth: without BROKER_API_KEYS every route is open", async () => {
+  const b = await startBroker({});
+  try {
+    assert.equal((await call(b.url, "GET", "/api/queues")).status, 200);
+    assert.equal((await call(b.url, "POST", "/publish/t", { body: "x" })).status, 201);
+  } finally {
+    await b.close();
+  }
+});
+
+Deno.test("auth: the access log carries neither keys nor the query string", async () => {
+  const lines: string[] = [];
+  const log = new Logger("info", (l) => lines.push(l));
+  const b = await startBroker({ apiKeys: FULL, accessLog: true }, { log });
+  try {
+    await call(b.url, "POST", `/publish/t?api_key=${FULL}`, { body: "x", headers: bearer(FULL) });
+    await call(b.url, "GET", "/api/queues", { headers: { "x-api-key": FULL } });
+    await call(b.url, "GET", "/api/queues", { headers: bearer("wrong-and-secret") });
+    const access = lines.map((l) => JSON.parse(l)).filter((r) => r.msg === "request");
+    assert.equal(access.length, 3, lines.join(""));
+    assert.deepEqual(
+      access.map((r) => [r.method, r.route, r.status]),
+      [["POST", "/publish/:topic", 201], ["GET", "/api/queues", 200], [
+        "GET",
+        "/api/queues",
+        401,
+      ]],
+    );
+    for (const r of access) {
+      assert.equal(typeof r.request_id, "string");
+      assert.equal(typeof r.duration_ms, "number");
+    }
+    const all = lines.join("");
+    assert.ok(!all.includes(FULL) && !all.includes("wrong-and-secret") && !all.includes("api_key"));
+  } finally {
+    await b.close();
+  }
+});
+
+Deno.test("auth: the keys file is read at start and re-read on SIGHUP; a bad file keeps the old keys", async () => {
+  const dataDir = await Deno.makeTempDir({ prefix: "ferry-auth-" });
+  const file = await Deno.makeTempFile({ prefix: "ferry-keys-" });
+  await Deno.writeTextFile(file, "# publishers\nfile-key-one:publish\n\n");
+  const child = await spawnBroker({
+    dataDir,
+    env: { BROKER_API_KEYS_FILE: file, BROKER_API_KEYS: "env-key-two:admin" },
+  });
+  const status = async (key: string, method = "POST", path = "/publish/t") =>
+    (await call(child.url, method, path, {
+      body: method === "POST" ? "x" : undefined,
+      headers: bearer(key),
+    })).status;
+  try {
+    assert.equal(await status("file-key-one"), 201);
+    assert.equal(await status("file-key-three"), 401);
+    assert.equal(await status("env-key-two", "GET", "/api/queues"), 200);
+
+    await Deno.writeTextFile(file, "file-key-three:publish+consume\n");
+    let from = child.logs.length;
+    child.kill("SIGHUP");
+    const rec = await waitForLog(child.logs, "api keys reloaded", {}, from);
+    assert.equal(rec.keys, 2, "one key from the file, one from BROKER_API_KEYS");
+    assert.equal(await status("file-key-one"), 401);
+    assert.equal(await status("file-key-three"), 201);
+    assert.equal(await status("env-key-two", "GET", "/api/queues"), 200);
+
+    await Deno.writeTextFile(file, "file-key-four:sudo\n");
+    from = child.logs.length;
+    child.kill("SIGHUP");
+    await waitForLog(child.logs, "api keys not reloaded; the previous keys stay in use", {}, from);
+    assert.equal(await status("file-key-three"), 201);
+    assert.equal(await status("file-key-four"), 401);
+
+    const logs = child.logs.join("\n");
+    for (const k of ["file-key-one", "env-key-two", "file-key-three", "file-key-four"]) {
+      assert.ok(!logs.includes(k), `the log shows the key ${k}`);
+    }
+  } finally {
+    child.kill("SIGTERM");
+    await child.exited;
+    await Deno.remove(dataDir, { recursive: true });
+    await Deno.remove(file);
+  }
+});
+
+Deno.test("auth: a bad key setting stops start-up with one line naming it, never the key", async () => {
+  for (
+    const [env, name] of [
+      [{ BROKER_API_KEYS: "secret-one,secret-two:publsh" }, "BROKER_API_KEYS"],
+      [{ BROKER_API_KEYS_FILE: "/nonexistent/ferry-keys" }, "BROKER_API_KEYS_FILE"],
+    ] as const
+  ) {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        new URL("../../main.ts", import.meta.url).pathname,
+        "--data-dir",
+        ":memory:",
+      ],
+      env: { NO_COLOR: "1", ...env },
+      stdout: "null",
+      stderr: "piped",
+    }).output();
+    const err = new TextDecoder().decode(out.stderr).trim();
+    assert.notEqual(out.code, 0, err);
+    assert.equal(err.split("\n").length, 1, err);
+    assert.ok(err.includes(name), err);
+    assert.ok(!err.includes("secret-"), err);
+  }
+});

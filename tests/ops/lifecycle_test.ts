@@ -1,0 +1,128 @@
+/**
+ * The process's life: SIGTERM under publish load exits 0 and loses no answered publish, start-up
+ * logs, `--help`, and bad settings that stop start-up with one line.
+ */
+
+import assert from "node:assert/strict";
+import { SETTINGS } from "../../lib/config.ts";
+import { drain, logLines, start, stop, withDataDir } from "../durability/_util.ts";
+
+const MAIN = new URL("../../main.ts", import.meta.url).pathname;
+
+Deno.test({
+  name:
+    "SIGTERM under 8 concurrent publishers exits 0, logs stopped, and keeps every answered publish",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withDataDir(async (dir) => {
+      let child = await start(dir);
+      const listening = logLines(child).find((l) => l.msg === "listening");
+      for (const f of ["address", "port", "data_dir", "fsync", "topics", "messages"]) {
+        assert.ok(listening && f in listening, `listening line lacks ${f}: ${child.logs}`);
+      }
+      assert.ok(logLines(child).some((l) => l.msg === "recovered"));
+
+      const answered: string[] = [];
+      let refused = 0;
+      let total = 0;
+      let midLoad!: () => void;
+      const loaded = new Promise<void>((r) => midLoad = r);
+      const publisher = async (w: number) => {
+        for (let i = 0;; i++) {
+          let res: Response;
+          try {
+            res = await fetch(`${child.url}/publish/life`, { method: "POST", body: `p${w}-${i}` });
+          } catch {
+            return; // the server has closed
+          }
+          const body = await res.text();
+          if (res.status === 201) answered.push(JSON.parse(body).id);
+          else if (res.status === 503) refused++;
+          else throw new Error(`publish answered ${res.status}: ${body}`);
+          if (++total === 300) midLoad();
+          if (res.status === 503) return;
+        }
+      };
+      const publishers = Promise.all(Array.from({ length: 8 }, (_, w) => publisher(w)));
+      await loaded;
+      const t0 = performance.now();
+      const status = await stop(child, "SIGTERM"); // waits for the exit; SIGKILL after 10 s
+      const seconds = (performance.now() - t0) / 1000;
+      await publishers;
+      assert.equal(status.code, 0, `exit status ${JSON.stringify(status)}:\n${child.logs}`);
+      assert.ok(seconds < 10, `took ${seconds} s to stop`);
+      const lines = logLines(child);
+      assert.ok(lines.some((l) => l.msg === "shutting down" && l.signal === "SIGTERM"));
+      assert.ok(lines.some((l) => l.msg === "stopped"), child.logs.join("\n"));
+      assert.ok(answered.length >= 250, `only ${answered.length} publishes answered`);
+
+      child = await start(dir);
+      const back = new Set((await drain(child.url, "life", "auto_ack=true")).map((m) => m.id));
+      const lost = answered.filter((id) => !back.has(id));
+      assert.deepEqual(lost, [], `${lost.length} of ${answered.length} answered publishes lost`);
+      assert.equal((await stop(child, "SIGTERM")).code, 0);
+      console.log(`${answered.length} answered, ${refused} refused while draining, none lost`);
+    }),
+});
+
+async function runMain(args: string[], env: Record<string, string> = {}) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", MAIN, ...args],
+    env: { NO_COLOR: "1", ...env },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+Deno.test("main.ts --help exits 0 and lists every setting with its flag and default", async () => {
+  const { code, stdout } = await runMain(["--help"]);
+  assert.equal(code, 0);
+  for (const s of SETTINGS) {
+    const row = stdout.split("\n").find((l) => l.includes(` ${s.env} `) || l.endsWith(s.env));
+    assert.ok(row, `--help lacks ${s.env}:\n${stdout}`);
+    assert.ok(row.includes(s.flag), `${s.env}: no ${s.flag}`);
+    assert.ok(row.includes(JSON.stringify(s.def)), `${s.env}: no default ${s.def}`);
+  }
+});
+
+Deno.test("a bad setting stops start-up with one stderr line naming it and no stack trace", async () => {
+  const cases: [Record<string, string>, string[], string][] = [
+    [{ PORT: "abc" }, [], "PORT"],
+    [{ BROKER_FSYNC: "sometimes" }, [], "BROKER_FSYNC"],
+    [{}, ["--visibility", "soon"], "BROKER_VISIBILITY"],
+    [{ BROKER_LOG_LEVEL: "loud" }, [], "BROKER_LOG_LEVEL"],
+    [{}, ["--no-such-flag", "1"], "--no-such-flag"],
+  ];
+  for (const [env, args, name] of cases) {
+    const { code, stderr } = await runMain(["--data-dir", ":memory:", ...args], env);
+    const what = `${JSON.stringify(env)} ${args.join(" ")}: exit ${code}\n${stderr}`;
+    assert.notEqual(code, 0, what);
+    assert.equal(stderr.trim().split("\n").length, 1, what);
+    assert.ok(stderr.includes(name), what);
+    assert.ok(!/\n\s+at /.test(stderr) && !stderr.includes("Stack backtrace"), what);
+  }
+});
+
+Deno.test("a port in use stops start-up with a clear line; BROKER_LOG_LEVEL filters the log", async () => {
+  const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  try {
+    const port = String((taken.addr as Deno.NetAddr).port);
+    for (const [level, showsInfo] of [["info", true], ["error", false]] as const) {
+      const { code, stderr } = await runMain(["--data-dir", ":memory:", "--port", port], {
+        BROKER_LOG_LEVEL: level,
+      });
+      const what = `level ${level}: exit ${code}\n${stderr}`;
+      assert.equal(code, 1, what);
+      assert.ok(stderr.includes(`ferry: cannot listen on 127.0.0.1:${port}`), what);
+      assert.ok(!/\n\s+at /.test(stderr), what);
+      assert.equal(stderr.includes('"msg":"recovered"'), showsInfo, what);
+      assert.ok(stderr.includes('"level":"error","msg":"cannot listen"'), what);
+    }
+  } finally {
+    taken.close();
+  }
+});
