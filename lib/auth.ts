@@ -33,6 +33,12 @@ function parseEntry(entry: string, where: string): ApiKey {
       `${where}: a key is 1-${MAX_KEY_LENGTH} printable characters without spaces, "," or ":"`,
     );
   }
+  if (Object.hasOwn(SCOPE_BITS, key)) {
+    // `k:publish,consume` in BROKER_API_KEYS would otherwise make "consume" a key with every scope.
+    throw new ConfigError(
+      `${where}: "${key}" is a scope, not a key; join scopes with + (k:publish+consume)`,
+    );
+  }
   if (colon < 0) return { key, scopes: ALL_SCOPES };
   let scopes = 0;
   for (const raw of entry.slice(colon + 1).split(/[+,]/)) {

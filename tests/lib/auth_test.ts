@@ -37,6 +37,10 @@ Deno.test("parseKeyList() and parseKeyFile() name the setting and position, neve
     ],
     [() => parseKeyList("hidden-secret:"), /^BROKER_API_KEYS entry 1: unknown scope ""/],
     [() => parseKeyList(":publish"), /^BROKER_API_KEYS entry 1: a key is/],
+    [
+      () => parseKeyList("hidden-k:publish,consume"),
+      /^BROKER_API_KEYS entry 2: "consume" is a scope/,
+    ],
     [() => parseKeyFile("ok\nhid den:admin\n"), /^BROKER_API_KEYS_FILE line 2: a key is/],
     [() => parseKeyList("x".repeat(MAX_KEY_LENGTH + 1)), /a key is 1-512/],
   ];
