@@ -44,8 +44,10 @@ function parseEntry(entry: string, where: string): ApiKey {
   for (const raw of entry.slice(colon + 1).split(/[+,]/)) {
     const name = raw.trim();
     if (!Object.hasOwn(SCOPE_BITS, name)) {
+      // Echo a typo like "publsh", but nothing that could be part of a key ("abc:def").
+      const what = /^[a-z]{0,16}$/.test(name) ? `"${name}"` : "(not shown)";
       throw new ConfigError(
-        `${where}: unknown scope "${name}" (expected publish, consume or admin)`,
+        `${where}: unknown scope ${what} (expected publish, consume or admin)`,
       );
     }
     scopes |= SCOPE_BITS[name as KeyScope];

@@ -36,6 +36,7 @@ Deno.test("parseKeyList() and parseKeyFile() name the setting and position, neve
       /^BROKER_API_KEYS entry 2: unknown scope "publsh"/,
     ],
     [() => parseKeyList("hidden-secret:"), /^BROKER_API_KEYS entry 1: unknown scope ""/],
+    [() => parseKeyList("hidden:hidden-part-2"), /^BROKER_API_KEYS entry 1: unknown scope \(not/],
     [() => parseKeyList(":publish"), /^BROKER_API_KEYS entry 1: a key is/],
     [
       () => parseKeyList("hidden-k:publish,consume"),
