@@ -47,12 +47,17 @@ export function deadLetter(
     dueAt: 0,
     payload: msg.payload,
   }, now);
-  const removed = source.commit({
-    type: RecordType.Ack,
-    seq: source.nextSeq(),
-    group: g.name,
-    ids: [msg.id],
-  }, now);
+  // Memory changes now; the removal reaches the source's disk only after the copy is durable.
+  const removed = source.commit(
+    {
+      type: RecordType.Ack,
+      seq: source.nextSeq(),
+      group: g.name,
+      ids: [msg.id],
+    },
+    now,
+    moved,
+  );
   source.counters.deadLettered++;
   return Promise.all([moved, removed]);
 }
@@ -90,7 +95,8 @@ export function redrive(
     }, now));
   }
   if (ids.length) {
-    writes.push(dlq.commit({ type: RecordType.Remove, seq: dlq.nextSeq(), ids }, now));
+    const copies = Promise.all(writes);
+    writes.push(dlq.commit({ type: RecordType.Remove, seq: dlq.nextSeq(), ids }, now, copies));
   }
   return { moved: ids.length, durable: Promise.all(writes) };
 }

@@ -76,10 +76,13 @@ export class Topic {
     return this.seq + 1;
   }
 
-  /** Encodes, appends and applies a record; resolves when it is durable. */
-  commit(record: WalRecord, now: number): Promise<void> {
+  /**
+   * Encodes, appends and applies a record; resolves when it is durable. With `after`, the record
+   * reaches disk only once `after` has (see Wal.append).
+   */
+  commit(record: WalRecord, now: number, after?: Promise<unknown>): Promise<void> {
     const frame = encodeRecord(record);
-    const durable = this.wal.append(frame);
+    const durable = this.wal.append(frame, after);
     this.apply(record, now, frame.length);
     return durable;
   }

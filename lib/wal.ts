@@ -87,7 +87,11 @@ export interface Wal {
   /** Bytes in the file, counting frames not yet flushed. */
   readonly bytes: number;
   readonly failed: Error | undefined;
-  append(frame: Uint8Array): Promise<void>;
+  /**
+   * Queues a frame; resolves when it is durable. With `after`, this frame and every later one
+   * wait until `after` settles (a move between topics: the copy is durable before the removal).
+   */
+  append(frame: Uint8Array, after?: Promise<unknown>): Promise<void>;
   /** Resolves once everything appended so far is durable. */
   barrier(): Promise<void>;
   /** Rewrites the file as `snapshot()` (built synchronously now) plus what is appended meanwhile. */
@@ -118,15 +122,22 @@ export class MemoryWal implements Wal {
   }
 }
 
+/** Frames that become durable together; `gate` must settle before they are written. */
+interface Batch {
+  frames: Uint8Array[];
+  bytes: number;
+  done: Deferred;
+  gate: Promise<unknown> | undefined;
+}
+
 /** The group-commit writer of one WAL file. */
 export class FileWal implements Wal {
   bytes: number;
   failed: Error | undefined;
   #file: Deno.FsFile | undefined;
   #opening: Promise<void> | undefined;
-  #pending: Uint8Array[] = [];
-  #pendingBytes = 0;
-  #batches: Deferred[] = [];
+  /** Batches not yet written, in file order. */
+  #queue: Batch[] = [];
   #flushing: Promise<void> | undefined;
   #held = false;
   #capture: Uint8Array[] | undefined;
@@ -142,44 +153,36 @@ export class FileWal implements Wal {
     size: number,
     readonly opts: WalOptions,
   ) {
-    this.bytes = size;
-    if (size === 0) {
-      const header = fileHeader();
-      this.#pending.push(header);
-      this.#pendingBytes = header.length;
-      this.bytes = header.length;
-    }
+    // A new file gets its header when it is opened, before its first batch.
+    this.bytes = Math.max(size, FILE_HEADER_BYTES);
     if (opts.fsync === "interval") {
       this.#timer = setInterval(() => this.#syncIfDirty(), 100);
     }
   }
 
-  append(frame: Uint8Array): Promise<void> {
+  append(frame: Uint8Array, after?: Promise<unknown>): Promise<void> {
     if (this.failed) return Promise.reject(this.failed);
     if (this.#closed) return Promise.reject(new Error(`WAL ${this.path} is closed`));
     if (this.#capture) this.#capture.push(frame);
-    this.#pending.push(frame);
-    this.#pendingBytes += frame.length;
+    let batch = this.#queue[this.#queue.length - 1];
+    if (!batch || after) {
+      // A gated frame starts a batch of its own, so frames queued before it are not held back.
+      batch = { frames: [], bytes: 0, done: deferred(), gate: after };
+      this.#queue.push(batch);
+    }
+    batch.frames.push(frame);
+    batch.bytes += frame.length;
     this.bytes += frame.length;
-    const batch = this.#batches.length && this.#pending.length > 1
-      ? this.#batches[this.#batches.length - 1]!
-      : this.#newBatch();
     if (!this.#flushing && !this.#held) this.#flushing = this.#flushLoop();
-    return batch.promise;
-  }
-
-  #newBatch(): Deferred {
-    const d = deferred();
-    this.#batches.push(d);
-    return d;
+    return batch.done.promise;
   }
 
   barrier(): Promise<void> {
     if (this.failed) return Promise.reject(this.failed);
-    if (!this.#pending.length && !this.#flushing) return RESOLVED;
-    const last = this.#batches[this.#batches.length - 1];
-    if (last && this.#pending.length) return last.promise;
-    return (this.#flushing ?? RESOLVED).then(() => this.barrier());
+    const last = this.#queue[this.#queue.length - 1];
+    if (last) return last.done.promise;
+    if (!this.#flushing) return RESOLVED;
+    return this.#flushing.then(() => this.barrier());
   }
 
   async #open(): Promise<Deno.FsFile> {
@@ -187,9 +190,13 @@ export class FileWal implements Wal {
     this.#opening ??= (async () => {
       if (this.opts.after) await this.opts.after;
       const file = await Deno.open(this.path, { read: true, write: true, create: true });
-      await file.seek(0, Deno.SeekMode.End);
+      const end = await file.seek(0, Deno.SeekMode.End);
+      if (end === 0) {
+        await writeAll(file, fileHeader());
+        await file.syncData();
+        await syncDir(this.dir); // the new file's name survives a crash too
+      }
       this.#file = file;
-      if (this.bytes === this.#pendingBytes) await syncDir(this.dir); // a new file
     })();
     await this.#opening;
     return this.#file!;
@@ -197,14 +204,27 @@ export class FileWal implements Wal {
 
   async #flushLoop(): Promise<void> {
     try {
-      while (this.#pending.length && !this.#held) {
-        const frames = this.#pending, total = this.#pendingBytes, batches = this.#batches;
-        this.#pending = [];
-        this.#pendingBytes = 0;
-        this.#batches = [];
+      while (this.#queue.length && !this.#held && !this.failed) {
+        let file: Deno.FsFile;
         try {
-          const file = await this.#open();
-          await writeAll(file, concat(frames, total));
+          file = await this.#open(); // also lets appends of this same turn join the batch
+          const head = this.#queue[0]!;
+          if (head.gate) {
+            await head.gate;
+            head.gate = undefined;
+            continue; // more may have been queued meanwhile
+          }
+        } catch (e) {
+          this.#fail(e as Error);
+          return;
+        }
+        if (this.#held) return;
+        // Every batch up to the next gated one goes in one write and one fdatasync.
+        let n = 1;
+        while (n < this.#queue.length && !this.#queue[n]!.gate) n++;
+        const taken = this.#queue.splice(0, n);
+        try {
+          await writeAll(file, concat(taken.flatMap((b) => b.frames), sum(taken)));
           if (this.opts.fsync === "always") {
             const t0 = performance.now();
             await file.syncData();
@@ -213,26 +233,24 @@ export class FileWal implements Wal {
             this.#dirty = true;
           }
         } catch (e) {
-          this.#fail(e as Error, batches);
+          this.#fail(e as Error, taken);
           return;
         }
-        for (const b of batches) b.resolve();
+        for (const b of taken) b.done.resolve();
       }
     } finally {
       this.#flushing = undefined;
     }
   }
 
-  #fail(e: Error, batches: Deferred[]): void {
+  #fail(e: Error, taken: Batch[] = []): void {
     this.failed = e;
     this.opts.log.error("WAL write failed; this topic refuses writes until restart", {
       path: this.path,
       error: e,
     });
-    for (const b of [...batches, ...this.#batches]) b.reject(e);
-    this.#batches = [];
-    this.#pending = [];
-    this.#pendingBytes = 0;
+    for (const b of [...taken, ...this.#queue]) b.done.reject(e);
+    this.#queue = [];
   }
 
   async #syncIfDirty(): Promise<void> {
@@ -243,7 +261,7 @@ export class FileWal implements Wal {
       await this.#file.syncData();
       this.opts.onFsync?.((performance.now() - t0) / 1000);
     } catch (e) {
-      this.#fail(e as Error, []);
+      this.#fail(e as Error);
     }
   }
 
@@ -258,13 +276,30 @@ export class FileWal implements Wal {
     return run;
   }
 
+  /** Holds the writer once nothing queued waits on another WAL (no deadlock while holding). */
+  async #hold(): Promise<void> {
+    while (true) {
+      const gated = this.#queue.find((b) => b.gate)?.gate;
+      if (gated) {
+        await gated.catch(() => {});
+        await (this.#flushing ?? RESOLVED);
+        continue;
+      }
+      this.#held = true;
+      await this.#flushing;
+      if (!this.#queue.some((b) => b.gate)) return;
+      this.#held = false;
+      this.#flushing ??= this.#flushLoop();
+    }
+  }
+
   async #compactNow(snapshot: () => Uint8Array[]): Promise<void> {
     if (this.#closed || this.failed) return;
     const frames = [fileHeader(), ...snapshot()];
     this.#capture = [];
     const tmpPath = `${this.path}.compact`;
     let tmp: Deno.FsFile | undefined;
-    let taken: { frames: Uint8Array[]; bytes: number; batches: Deferred[] } | undefined;
+    let taken: Batch[] | undefined;
     let renamed = false;
     try {
       tmp = await Deno.open(tmpPath, { write: true, create: true, truncate: true });
@@ -276,14 +311,11 @@ export class FileWal implements Wal {
         size += bytes;
       }
       // Hold the writer: no flush to the old file from here until the swap.
-      this.#held = true;
-      await this.#flushing;
+      await this.#hold();
       const captured = this.#capture;
       this.#capture = undefined;
-      taken = { frames: this.#pending, bytes: this.#pendingBytes, batches: this.#batches };
-      this.#pending = [];
-      this.#pendingBytes = 0;
-      this.#batches = [];
+      taken = this.#queue; // their frames are all in `captured`
+      this.#queue = [];
       const capturedBytes = captured.reduce((n, f) => n + f.length, 0);
       await writeAll(tmp, concat(captured, capturedBytes));
       size += capturedBytes;
@@ -294,19 +326,17 @@ export class FileWal implements Wal {
       this.#file?.close();
       this.#file = tmp;
       tmp = undefined;
-      this.bytes = size + this.#pendingBytes;
-      for (const b of taken.batches) b.resolve();
+      this.bytes = size + sum(this.#queue);
+      for (const b of taken) b.done.resolve();
       taken = undefined;
     } catch (e) {
       this.#capture = undefined;
       if (renamed) {
         // The new file is in place but its state is unknown: stop writing, as a failed flush does.
-        this.#fail(e as Error, taken?.batches ?? []);
+        this.#fail(e as Error, taken ?? []);
       } else if (taken) {
-        // The old file is intact; the taken frames still go there, ahead of newer ones.
-        this.#pending = [...taken.frames, ...this.#pending];
-        this.#pendingBytes += taken.bytes;
-        this.#batches = [...taken.batches, ...this.#batches];
+        // The old file is intact; the taken batches still go there, ahead of newer ones.
+        this.#queue = [...taken, ...this.#queue];
       }
       tmp?.close();
       tmp = undefined;
@@ -315,7 +345,7 @@ export class FileWal implements Wal {
     } finally {
       tmp?.close();
       this.#held = false;
-      if (this.#pending.length && !this.#flushing && !this.failed) {
+      if (this.#queue.length && !this.#flushing && !this.failed) {
         this.#flushing = this.#flushLoop();
       }
     }
@@ -341,6 +371,12 @@ export class FileWal implements Wal {
     });
     await syncDir(this.dir);
   }
+}
+
+function sum(batches: Batch[]): number {
+  let n = 0;
+  for (const b of batches) n += b.bytes;
+  return n;
 }
 
 /** What replay found in one file. */
@@ -382,6 +418,8 @@ export async function replayFile(
     const version = readFileHeader(buf.subarray(0, len));
     if (typeof version === "string") {
       if (len < FILE_HEADER_BYTES) {
+        // A crash while the file was being created: nothing in it was ever acknowledged.
+        log.warn("WAL tail cut off", { path, reason: version, valid_bytes: 0, cut_bytes: len });
         await file.truncate(0);
         return { records: 0, validBytes: 0, cut: version, cutBytes: len };
       }

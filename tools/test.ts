@@ -27,8 +27,9 @@ for await (const chunk of child.stdout) {
   tail = (tail + decoder.decode(chunk, { stream: true })).slice(-4096);
 }
 const { code } = await child.status;
-const m = /(?:ok|FAILED) \| (\d+) passed(?: \((\d+) steps?\))? \| (\d+) failed(?: \((\d+) steps?\))?(?: \| (\d+) ignored)?/
-  .exec(tail);
+const m =
+  /(?:ok|FAILED) \| (\d+) passed(?: \((\d+) steps?\))? \| (\d+) failed(?: \((\d+) steps?\))?(?: \| (\d+) ignored)?/
+    .exec(tail);
 const passed = m ? Number(m[1]) : 0;
 const failed = m ? Number(m[3]) : (code === 0 ? 0 : 1);
 const skipped = m?.[5] ? Number(m[5]) : 0;

@@ -106,3 +106,37 @@ Deno.test("FileWal.compact() keeps records appended while it runs", async () => 
   assertEquals(seen, expected);
   await Deno.remove(dir, { recursive: true });
 });
+
+Deno.test("FileWal.append(frame, after) writes the frame only once `after` settles, earlier frames first", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/t.wal`;
+  const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
+  let release!: () => void;
+  const gate = new Promise<void>((r) => release = r);
+  const before = wal.append(encodeRecord(key(1)));
+  const gated = wal.append(encodeRecord(key(2)), gate);
+  const later = wal.append(encodeRecord(key(3)));
+  await before; // not held back by the gate behind it
+  assertEquals((await replayAll(path)).seen, [1]);
+  let laterDone = false;
+  later.then(() => laterDone = true);
+  await new Promise((r) => setTimeout(r, 0));
+  assertEquals(laterDone, false, "a frame queued after a gated one waits too");
+  release();
+  await Promise.all([gated, later]);
+  await wal.close();
+  assertEquals((await replayAll(path)).seen, [1, 2, 3]);
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("FileWal opens an empty file by writing its header; barrier() then resolves", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/t.wal`;
+  await Deno.writeFile(path, new Uint8Array());
+  const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
+  await wal.barrier();
+  await wal.append(encodeRecord(key(1)));
+  await wal.close();
+  assertEquals((await replayAll(path)).seen, [1]);
+  await Deno.remove(dir, { recursive: true });
+});
