@@ -41,6 +41,10 @@ const CONNS = [1, 16, 64] as const;
 const KIB = 1024;
 const MIB = 1024 * 1024;
 const POLL_MS = 10;
+/** Machine CPU share (both cores) above which other work is running; see quiet(). */
+const QUIET_BUSY = 0.2;
+/** Longest wait for other work to stop before a measured run. */
+const QUIET_WAIT_S = 60;
 /** A fill whose topic depth has not moved for this long has failed (429s, errors). */
 const FILL_STALL_MS = 3_000;
 
@@ -114,6 +118,8 @@ const QUICK: Plan = {
 interface Server {
   url: string;
   pid: number;
+  /** The V8 inspector's WebSocket address, when started with `--inspect`. */
+  inspector?: string;
   /** Wall time from spawn to the "listening" line. */
   listenMs: number;
   /** Every JSON log line seen so far. */
@@ -151,11 +157,17 @@ async function removeDir(d: string): Promise<void> {
 }
 
 /** Spawns a Deno script that logs JSON lines on stderr; resolves at its "listening" line. */
-async function spawnServer(script: string, args: string[], timeoutMs = 120_000): Promise<Server> {
+async function spawnServer(
+  script: string,
+  args: string[],
+  denoFlags: string[] = [],
+  timeoutMs = 120_000,
+): Promise<Server> {
   const t0 = performance.now();
+  let inspector: string | undefined;
   const proc = track(
     new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", script, ...args],
+      args: ["run", "-A", ...denoFlags, script, ...args],
       env: { NO_COLOR: "1", BROKER_LOG_LEVEL: "info", BROKER_ACCESS_LOG: "false" },
       stdin: "null",
       stdout: "null",
@@ -184,7 +196,9 @@ async function spawnServer(script: string, args: string[], timeoutMs = 120_000):
           const rec = JSON.parse(line);
           records.push(rec);
           if (rec.msg === "listening") onListen(rec.port);
-        } catch { /* not JSON */ }
+        } catch {
+          inspector ??= /Debugger listening on (ws:\/\/\S+)/.exec(line)?.[1];
+        }
       }
     }
     onFail(new Error(`${script} exited before listening:\n${tail.join("\n")}`));
@@ -208,6 +222,7 @@ async function spawnServer(script: string, args: string[], timeoutMs = 120_000):
   return {
     url: `http://127.0.0.1:${port}`,
     pid: proc.pid,
+    inspector,
     listenMs,
     records,
     async stop(signal: Deno.Signal = "SIGTERM") {
@@ -230,6 +245,7 @@ function startBroker(
   dataDir: string,
   maxQueue: number,
   fsync = "always",
+  denoFlags: string[] = [],
 ): Promise<Server> {
   return spawnServer(o.broker, [
     "--port",
@@ -240,7 +256,7 @@ function startBroker(
     fsync,
     "--max-queue",
     String(maxQueue),
-  ]);
+  ], denoFlags);
 }
 
 /** A fresh broker on a fresh temp dir; both go away after `fn`. */
@@ -248,9 +264,10 @@ async function withBroker<T>(
   o: Options,
   maxQueue: number,
   fn: (b: Server) => Promise<T>,
+  denoFlags: string[] = [],
 ): Promise<T> {
   const dir = await tempDir("ferry-bench-");
-  const b = await startBroker(o, dir, maxQueue);
+  const b = await startBroker(o, dir, maxQueue, "always", denoFlags);
   try {
     return await fn(b);
   } finally {
@@ -421,6 +438,94 @@ async function dirBytes(dir: string): Promise<number> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+interface HeapUsage {
+  usedSize: number;
+  totalSize: number;
+  backingStorageSize?: number;
+}
+
+/**
+ * Forces a full GC in the broker through its V8 inspector and returns the JS heap usage
+ * before and after. Bounded by a 30 s timeout.
+ */
+async function forceGc(inspector: string): Promise<{ before: HeapUsage; after: HeapUsage }> {
+  const ws = new WebSocket(inspector);
+  const waiting = new Map<number, (v: unknown) => void>();
+  let next = 0;
+  ws.onmessage = (e) => {
+    const m = JSON.parse(e.data as string) as { id?: number; result?: unknown };
+    if (m.id !== undefined) waiting.get(m.id)?.(m.result);
+  };
+  const call = (method: string) =>
+    new Promise<unknown>((res) => {
+      const id = ++next;
+      waiting.set(id, res);
+      ws.send(JSON.stringify({ id, method, params: {} }));
+    });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, rej) => {
+    timer = setTimeout(() => rej(new Error("inspector did not answer in 30 s")), 30_000);
+  });
+  try {
+    return await Promise.race([
+      (async () => {
+        await new Promise((res, rej) => {
+          ws.onopen = res;
+          ws.onerror = () => rej(new Error(`cannot reach the inspector at ${inspector}`));
+        });
+        const before = await call("Runtime.getHeapUsage") as HeapUsage;
+        await call("HeapProfiler.enable");
+        await call("HeapProfiler.collectGarbage");
+        const after = await call("Runtime.getHeapUsage") as HeapUsage;
+        return { before, after };
+      })(),
+      timeout,
+    ]);
+  } finally {
+    clearTimeout(timer);
+    ws.close();
+  }
+}
+
+/** CPU time counters of the whole machine from /proc/stat: [busy, total] jiffies. */
+async function cpuTimes(): Promise<[number, number]> {
+  const line = (await Deno.readTextFile("/proc/stat")).split("\n")[0] ?? "";
+  const f = line.trim().split(/\s+/).slice(1).map(Number);
+  const total = f.reduce((a, b) => a + b, 0);
+  const idle = (f[3] ?? 0) + (f[4] ?? 0);
+  return [total - idle, total];
+}
+
+/** Share of all CPUs busy over `ms` milliseconds. */
+async function cpuBusy(ms: number): Promise<number> {
+  const [b0, t0] = await cpuTimes();
+  await sleep(ms);
+  const [b1, t1] = await cpuTimes();
+  return t1 > t0 ? (b1 - b0) / (t1 - t0) : 0;
+}
+
+/** Machine busy share seen before each measured run, worst since the last row; and overall. */
+let busyBeforeRun = 0, busyWorst = 0;
+
+/**
+ * Waits (up to QUIET_WAIT_S) until other processes leave the CPUs mostly idle, so a run is not
+ * measured against someone else's tests. The harness's own children are idle at this point.
+ */
+async function quiet(): Promise<void> {
+  let busy = await cpuBusy(300);
+  const deadline = performance.now() + QUIET_WAIT_S * 1000;
+  if (busy > QUIET_BUSY) log(`machine busy (${pct(busy)} CPU); waiting up to ${QUIET_WAIT_S} s`);
+  while (busy > QUIET_BUSY && performance.now() < deadline) busy = await cpuBusy(1000);
+  busyBeforeRun = Math.max(busyBeforeRun, busy);
+  busyWorst = Math.max(busyWorst, busy);
+}
+
+function busyNote(): string {
+  const b = busyBeforeRun;
+  busyBeforeRun = 0;
+  return b > QUIET_BUSY ? `BUSY: ${pct(b)} CPU used by other processes just before` : "";
+}
+
 // ---------------------------------------------------------------- results
 
 type Status = "PASS" | "FAIL" | "n/a" | "ERROR" | "";
@@ -477,6 +582,7 @@ async function ceiling(_o: Options, p: Plan): Promise<void> {
         threads: 1,
         conns: c,
       };
+      await quiet();
       await wrkTimed({ ...run, seconds: p.warmS, args: ["1024"] });
       const w = await wrkTimed({ ...run, seconds: p.runS, args: ["1024"] });
       const rate = (w.requests - w.status_errors) / (w.duration_us / 1e6);
@@ -489,7 +595,7 @@ async function ceiling(_o: Options, p: Plan): Promise<void> {
         result: int(rate),
         p50: ms(w.p50_us),
         p99: ms(w.p99_us),
-        notes: errorsOf(w),
+        notes: [errorsOf(w), busyNote()].filter(Boolean).join("; "),
       });
     }
   } finally {
@@ -501,6 +607,7 @@ async function publish(o: Options, p: Plan): Promise<void> {
   for (const c of CONNS) {
     await withBroker(o, 10_000_000, async (b) => {
       const run = { script: "publish.lua", threads: 1, conns: c, args: ["1024"] };
+      await quiet();
       await wrkTimed({ ...run, url: `${b.url}/publish/warm-${c}`, seconds: p.warmS });
       const w = await wrkTimed({ ...run, url: `${b.url}/publish/bench-${c}`, seconds: p.runS });
       const rate = (w.requests - w.status_errors) / (w.duration_us / 1e6);
@@ -523,7 +630,7 @@ async function publish(o: Options, p: Plan): Promise<void> {
         result: int(rate),
         p50: ms(w.p50_us),
         p99: ms(w.p99_us),
-        notes: [ceil ? `${pct(share)} of ceiling` : "no ceiling run", errorsOf(w)]
+        notes: [ceil ? `${pct(share)} of ceiling` : "no ceiling run", errorsOf(w), busyNote()]
           .filter(Boolean).join("; "),
         target,
         status: w.status_errors ? "FAIL" : status,
@@ -539,6 +646,7 @@ async function consume(o: Options, p: Plan): Promise<void> {
       const fillMs = await fill(b.url, topic, p.drainCount, KIB);
       log(`consume limit=${limit}: filled ${int(p.drainCount)} in ${int(fillMs)} ms, draining`);
       let last: TopicStats = { depth: -1, in_flight: -1 };
+      await quiet();
       const { result: w, elapsedMs, finished } = await wrkUntil(
         {
           script: "consume.lua",
@@ -561,6 +669,7 @@ async function consume(o: Options, p: Plan): Promise<void> {
         w.acked !== p.drainCount ? `acked ${int(w.acked ?? 0)}` : "",
         w.failed ? `${int(w.failed)} failed answers` : "",
         finished ? "" : `NOT drained: depth ${last.depth}, in_flight ${last.in_flight}`,
+        busyNote(),
       ];
       let target = "", status: Status = "";
       if (limit === 100) {
@@ -597,6 +706,7 @@ async function e2e(o: Options, p: Plan): Promise<void> {
           stderr: "inherit",
         }).spawn(),
       ).output();
+    await quiet();
     const subOut = run([
       "sub",
       b.url,
@@ -636,6 +746,7 @@ async function e2e(o: Options, p: Plan): Promise<void> {
         `${int(subR.polls)} polls`,
         pubR.failed ? `${pubR.failed} publishes failed` : "",
         subR.received !== expected ? `expected ${int(expected)}` : "",
+        busyNote(),
       ].filter(Boolean).join("; "),
       target: "p99 ≤ 10 ms",
       status: complete ? verdict(subR.p99_ms <= 10) : "FAIL",
@@ -644,6 +755,7 @@ async function e2e(o: Options, p: Plan): Promise<void> {
 }
 
 async function rss(o: Options, p: Plan): Promise<void> {
+  // --inspect lets the harness force a full GC for the last figure; it adds ~4 MiB to RSS.
   await withBroker(o, Math.max(200_000, p.rssCount * 2), async (b) => {
     await sleep(500);
     const idle = await vmRss(b.pid);
@@ -653,24 +765,41 @@ async function rss(o: Options, p: Plan): Promise<void> {
     const settled = await vmRss(b.pid);
     const payload = p.rssCount * KIB;
     const ratio = settled.rss / payload;
-    log(`rss: ${(settled.rss / MIB).toFixed(1)} MiB (${ratio.toFixed(2)} ×)`);
+    const mib = (n: number) => `${(n / MIB).toFixed(1)} MiB`;
+    let gcNote = "no inspector: no forced GC";
+    if (b.inspector) {
+      try {
+        const heap = await forceGc(b.inspector);
+        await sleep(200);
+        const after = await vmRss(b.pid);
+        gcNote =
+          `after a forced full GC ${mib(after.rss)} (${(after.rss / payload).toFixed(2)} ×),` +
+          ` JS heap ${mib(heap.before.usedSize)} → ${mib(heap.after.usedSize)} used` +
+          ` (${int((heap.after.usedSize) / p.rssCount)} B/message)` +
+          (heap.after.backingStorageSize !== undefined
+            ? `, ArrayBuffers ${mib(heap.after.backingStorageSize)}`
+            : "");
+      } catch (e) {
+        gcNote = `forced GC failed: ${(e as Error).message}`;
+      }
+    }
+    log(`rss: ${mib(settled.rss)} (${ratio.toFixed(2)} ×)`);
     row({
       section: "5",
       measure: `RSS holding ${int(p.rssCount)} × 1 KiB`,
-      result: `${(settled.rss / MIB).toFixed(1)} MiB`,
+      result: mib(settled.rss),
       notes: [
-        `${ratio.toFixed(2)} × payload`,
-        `idle ${(idle.rss / MIB).toFixed(1)} MiB, growth ${
+        `${ratio.toFixed(2)} × payload, read 1 s after the fill`,
+        `idle ${mib(idle.rss)}, growth ${
           ((settled.rss - idle.rss) / payload).toFixed(2)
         } × payload`,
-        `right after fill ${(first.rss / MIB).toFixed(1)} MiB, peak ${
-          (settled.hwm / MIB).toFixed(1)
-        } MiB`,
+        `right after fill ${mib(first.rss)}, peak ${mib(settled.hwm)}`,
+        gcNote,
       ].join("; "),
       target: "≤ 2.5 × payload",
       status: verdict(ratio <= 2.5),
     });
-  });
+  }, ["--inspect=127.0.0.1:0"]);
 }
 
 async function replay(o: Options, p: Plan): Promise<void> {
@@ -687,6 +816,7 @@ async function replay(o: Options, p: Plan): Promise<void> {
     }
     const walBytes = await dirBytes(dir);
     log(`replay: wrote ${int(p.replayCount)} records in ${int(fillMs)} ms, restarting`);
+    await quiet();
     const second = await startBroker(o, dir, maxQueue);
     try {
       const rec = second.records.find((r) => r.msg === "recovered");
@@ -709,6 +839,7 @@ async function replay(o: Options, p: Plan): Promise<void> {
           `spawn → listening ${int(second.listenMs)} ms`,
           `WAL ${(walBytes / MIB).toFixed(1)} MiB (written with --fsync never)`,
           held !== p.replayCount ? `holds ${int(held)} after restart` : "",
+          busyNote(),
         ].filter(Boolean).join("; "),
         target: "≥ 500,000 records/s",
         status: held === p.replayCount ? verdict(rate >= 500_000) : "FAIL",
@@ -755,10 +886,9 @@ async function machine(loadBefore: string): Promise<string> {
     `- machine: ${navigator.hardwareConcurrency} × ${model}, Linux ${Deno.osRelease()}`,
     `- deno ${Deno.version.deno} (v8 ${Deno.version.v8}), ${wrk}`,
     `- commit ${commit || "unknown"}, BROKER_FSYNC=always`,
-    `- load average before ${loadBefore}, after ${await loadAvg()}` +
-    (Number(loadBefore.split(" ")[0]) > navigator.hardwareConcurrency / 2
-      ? " (BUSY MACHINE: other work was running, figures are low and noisy)"
-      : ""),
+    `- load average at start ${loadBefore}; before each run the harness waits up to ` +
+    `${QUIET_WAIT_S} s for the CPUs to be < ${pct(QUIET_BUSY)} busy; worst seen ${pct(busyWorst)}` +
+    (busyWorst > QUIET_BUSY ? " (BUSY MACHINE: rows marked BUSY ran beside other work)" : ""),
   ].join("\n");
 }
 
