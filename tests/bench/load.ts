@@ -487,11 +487,12 @@ async function forceGc(inspector: string): Promise<{ before: HeapUsage; after: H
   }
 }
 
-/** CPU time counters of the whole machine from /proc/stat: [busy, total] jiffies. */
+/** CPU time counters of the whole machine from /proc/stat: [busy, total] clock ticks. */
 async function cpuTimes(): Promise<[number, number]> {
   const line = (await Deno.readTextFile("/proc/stat")).split("\n")[0] ?? "";
   const f = line.trim().split(/\s+/).slice(1).map(Number);
   const total = f.reduce((a, b) => a + b, 0);
+  // everything but idle and iowait: processes' stime includes interrupt work done for them
   const idle = (f[3] ?? 0) + (f[4] ?? 0);
   return [total - idle, total];
 }
@@ -504,26 +505,66 @@ async function cpuBusy(ms: number): Promise<number> {
   return t1 > t0 ? (b1 - b0) / (t1 - t0) : 0;
 }
 
-/** Machine busy share seen before each measured run, worst since the last row; and overall. */
-let busyBeforeRun = 0, busyWorst = 0;
+/** utime+stime (+ cutime+cstime with `children`) of a process, in clock ticks. */
+async function procTicks(pid: number | "self", children = false): Promise<number> {
+  const text = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => "");
+  const f = text.slice(text.lastIndexOf(")") + 2).split(" ").map(Number);
+  // fields after the command: state(0) ... utime(11) stime(12) cutime(13) cstime(14)
+  return (f[11] ?? 0) + (f[12] ?? 0) + (children ? (f[13] ?? 0) + (f[14] ?? 0) : 0);
+}
+
+interface CpuSnapshot {
+  machine: [number, number];
+  self: number;
+  children: Map<number, number>;
+}
+
+/** CPU counters of the machine, of this process with its reaped children, and of live children. */
+async function cpuSnapshot(): Promise<CpuSnapshot> {
+  const children = new Map<number, number>();
+  for (const p of live) children.set(p.pid, await procTicks(p.pid));
+  return { machine: await cpuTimes(), self: await procTicks("self", true), children };
+}
+
+/**
+ * Share of all CPUs that processes outside the harness (itself, wrk, brokers, clients) used
+ * between two snapshots. Children that exited meanwhile were reaped into this process's cutime.
+ */
+function othersShare(a: CpuSnapshot, b: CpuSnapshot): number {
+  let mine = b.self - a.self;
+  for (const [pid, t] of b.children) mine += t - (a.children.get(pid) ?? 0);
+  for (const [pid, t] of a.children) if (!b.children.has(pid)) mine -= t;
+  const total = b.machine[1] - a.machine[1];
+  return total > 0 ? Math.max(0, (b.machine[0] - a.machine[0] - mine) / total) : 0;
+}
+
+/** Other processes' CPU share around measured runs, worst since the last row; and overall. */
+let othersSince: CpuSnapshot | undefined;
+let othersBefore = 0, othersWorst = 0;
 
 /**
  * Waits (up to QUIET_WAIT_S) until other processes leave the CPUs mostly idle, so a run is not
- * measured against someone else's tests. The harness's own children are idle at this point.
+ * measured against someone else's tests, then starts counting their CPU use until busyNote().
+ * The harness's own children are idle when this is called.
  */
 async function quiet(): Promise<void> {
   let busy = await cpuBusy(300);
   const deadline = performance.now() + QUIET_WAIT_S * 1000;
   if (busy > QUIET_BUSY) log(`machine busy (${pct(busy)} CPU); waiting up to ${QUIET_WAIT_S} s`);
   while (busy > QUIET_BUSY && performance.now() < deadline) busy = await cpuBusy(1000);
-  busyBeforeRun = Math.max(busyBeforeRun, busy);
-  busyWorst = Math.max(busyWorst, busy);
+  othersBefore = Math.max(othersBefore, busy);
+  othersSince ??= await cpuSnapshot();
 }
 
-function busyNote(): string {
-  const b = busyBeforeRun;
-  busyBeforeRun = 0;
-  return b > QUIET_BUSY ? `BUSY: ${pct(b)} CPU used by other processes just before` : "";
+/** A note for the row when other processes used the CPUs before or during its runs. */
+async function busyNote(): Promise<string> {
+  const during = othersSince ? othersShare(othersSince, await cpuSnapshot()) : 0;
+  const before = othersBefore;
+  othersSince = undefined;
+  othersBefore = 0;
+  othersWorst = Math.max(othersWorst, before, during);
+  if (before <= QUIET_BUSY && during <= QUIET_BUSY) return "";
+  return `BUSY: other processes used ${pct(before)} CPU before, ${pct(during)} during`;
 }
 
 // ---------------------------------------------------------------- results
@@ -595,7 +636,7 @@ async function ceiling(_o: Options, p: Plan): Promise<void> {
         result: int(rate),
         p50: ms(w.p50_us),
         p99: ms(w.p99_us),
-        notes: [errorsOf(w), busyNote()].filter(Boolean).join("; "),
+        notes: [errorsOf(w), await busyNote()].filter(Boolean).join("; "),
       });
     }
   } finally {
@@ -630,7 +671,7 @@ async function publish(o: Options, p: Plan): Promise<void> {
         result: int(rate),
         p50: ms(w.p50_us),
         p99: ms(w.p99_us),
-        notes: [ceil ? `${pct(share)} of ceiling` : "no ceiling run", errorsOf(w), busyNote()]
+        notes: [ceil ? `${pct(share)} of ceiling` : "no ceiling run", errorsOf(w), await busyNote()]
           .filter(Boolean).join("; "),
         target,
         status: w.status_errors ? "FAIL" : status,
@@ -669,7 +710,7 @@ async function consume(o: Options, p: Plan): Promise<void> {
         w.acked !== p.drainCount ? `acked ${int(w.acked ?? 0)}` : "",
         w.failed ? `${int(w.failed)} failed answers` : "",
         finished ? "" : `NOT drained: depth ${last.depth}, in_flight ${last.in_flight}`,
-        busyNote(),
+        await busyNote(),
       ];
       let target = "", status: Status = "";
       if (limit === 100) {
@@ -746,7 +787,7 @@ async function e2e(o: Options, p: Plan): Promise<void> {
         `${int(subR.polls)} polls`,
         pubR.failed ? `${pubR.failed} publishes failed` : "",
         subR.received !== expected ? `expected ${int(expected)}` : "",
-        busyNote(),
+        await busyNote(),
       ].filter(Boolean).join("; "),
       target: "p99 ≤ 10 ms",
       status: complete ? verdict(subR.p99_ms <= 10) : "FAIL",
@@ -839,7 +880,7 @@ async function replay(o: Options, p: Plan): Promise<void> {
           `spawn → listening ${int(second.listenMs)} ms`,
           `WAL ${(walBytes / MIB).toFixed(1)} MiB (written with --fsync never)`,
           held !== p.replayCount ? `holds ${int(held)} after restart` : "",
-          busyNote(),
+          await busyNote(),
         ].filter(Boolean).join("; "),
         target: "≥ 500,000 records/s",
         status: held === p.replayCount ? verdict(rate >= 500_000) : "FAIL",
@@ -887,8 +928,10 @@ async function machine(loadBefore: string): Promise<string> {
     `- deno ${Deno.version.deno} (v8 ${Deno.version.v8}), ${wrk}`,
     `- commit ${commit || "unknown"}, BROKER_FSYNC=always`,
     `- load average at start ${loadBefore}; before each run the harness waits up to ` +
-    `${QUIET_WAIT_S} s for the CPUs to be < ${pct(QUIET_BUSY)} busy; worst seen ${pct(busyWorst)}` +
-    (busyWorst > QUIET_BUSY ? " (BUSY MACHINE: rows marked BUSY ran beside other work)" : ""),
+    `${QUIET_WAIT_S} s for the CPUs to be < ${pct(QUIET_BUSY)} busy; other processes' CPU: worst ${
+      pct(othersWorst)
+    }` +
+    (othersWorst > QUIET_BUSY ? " (BUSY MACHINE: rows marked BUSY ran beside other work)" : ""),
   ].join("\n");
 }
 
