@@ -29,6 +29,7 @@ import {
   type StoredMessage,
 } from "./message.ts";
 import { checkName } from "./names.ts";
+import { copyPayload } from "./slab.ts";
 import { loadNodeId } from "./node_id.ts";
 import { DEFAULT_GROUP, Topic, type TopicCounters, type TopicSettings } from "./topic.ts";
 import { uuidv7 } from "./uuid.ts";
@@ -877,7 +878,7 @@ export class Broker {
       }, new MemoryWal());
       const path = `${dir}/${name}.wal`;
       const result = await replayFile(path, (r, size) => {
-        if (r.type === RecordType.Publish) r.payload = r.payload.slice();
+        if (r.type === RecordType.Publish) r.payload = copyPayload(r.payload);
         topic.apply(r, now, size);
       }, this.log);
       records += result.records;

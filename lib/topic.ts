@@ -81,9 +81,8 @@ export class Topic {
    * reaches disk only once `after` has (see Wal.append).
    */
   commit(record: WalRecord, now: number, after?: Promise<unknown>): Promise<void> {
-    const frame = encodeRecord(record);
-    const durable = this.wal.append(frame, after);
-    this.apply(record, now, frame.length);
+    const durable = this.wal.append(record, after);
+    this.apply(record, now, this.wal.lastSize);
     return durable;
   }
 

@@ -13,10 +13,12 @@ import type { Logger } from "./log.ts";
 import {
   checksumOk,
   decodeRecord,
+  encodeRecordInto,
   FILE_HEADER_BYTES,
   FILE_VERSION,
   fileHeader,
   FRAME_HEADER_BYTES,
+  frameSize,
   MAX_RECORD_BYTES,
   readFileHeader,
   type WalRecord,
@@ -87,11 +89,14 @@ export interface Wal {
   /** Bytes in the file, counting frames not yet flushed. */
   readonly bytes: number;
   readonly failed: Error | undefined;
+  /** Frame bytes of the record appended last (for compaction accounting). */
+  readonly lastSize: number;
   /**
-   * Queues a frame; resolves when it is durable. With `after`, this frame and every later one
-   * wait until `after` settles (a move between topics: the copy is durable before the removal).
+   * Encodes and queues a record; resolves when it is durable. With `after`, this record and
+   * every later one wait until `after` settles (a move between topics: the copy is durable
+   * before the removal).
    */
-  append(frame: Uint8Array, after?: Promise<unknown>): Promise<void>;
+  append(record: WalRecord, after?: Promise<unknown>): Promise<void>;
   /** Resolves once everything appended so far is durable. */
   barrier(): Promise<void>;
   /** Rewrites the file as `snapshot()` (built synchronously now) plus what is appended meanwhile. */
@@ -105,7 +110,9 @@ export interface Wal {
 export class MemoryWal implements Wal {
   bytes = 0;
   failed = undefined;
-  append(): Promise<void> {
+  lastSize = 0;
+  append(record: WalRecord): Promise<void> {
+    this.lastSize = frameSize(record); // nothing is encoded: there is no disk
     return RESOLVED;
   }
   barrier(): Promise<void> {
@@ -122,18 +129,38 @@ export class MemoryWal implements Wal {
   }
 }
 
-/** Frames that become durable together; `gate` must settle before they are written. */
+/** Frames that become durable together, encoded back to back in `buf`. */
 interface Batch {
-  frames: Uint8Array[];
+  buf: Uint8Array;
+  view: DataView;
   bytes: number;
   done: Deferred;
+  /** Must settle before this batch is written. */
   gate: Promise<unknown> | undefined;
+}
+
+/** First buffer size of a batch; it doubles as records arrive. */
+const BATCH_INITIAL_BYTES = 64 * 1024;
+
+function newBatch(gate: Promise<unknown> | undefined, need: number): Batch {
+  const buf = new Uint8Array(Math.max(BATCH_INITIAL_BYTES, need));
+  return { buf, view: new DataView(buf.buffer), bytes: 0, done: deferred(), gate };
+}
+
+/** Makes room for `need` more bytes, copying into a larger buffer when needed. */
+function reserve(b: Batch, need: number): void {
+  if (b.bytes + need <= b.buf.length) return;
+  const buf = new Uint8Array(Math.max(b.buf.length * 2, b.bytes + need));
+  buf.set(b.buf.subarray(0, b.bytes));
+  b.buf = buf;
+  b.view = new DataView(buf.buffer);
 }
 
 /** The group-commit writer of one WAL file. */
 export class FileWal implements Wal {
   bytes: number;
   failed: Error | undefined;
+  lastSize = 0;
   #file: Deno.FsFile | undefined;
   #opening: Promise<void> | undefined;
   /** Batches not yet written, in file order. */
@@ -160,19 +187,22 @@ export class FileWal implements Wal {
     }
   }
 
-  append(frame: Uint8Array, after?: Promise<unknown>): Promise<void> {
+  append(record: WalRecord, after?: Promise<unknown>): Promise<void> {
     if (this.failed) return Promise.reject(this.failed);
     if (this.#closed) return Promise.reject(new Error(`WAL ${this.path} is closed`));
-    if (this.#capture) this.#capture.push(frame);
+    const size = frameSize(record);
     let batch = this.#queue[this.#queue.length - 1];
     if (!batch || after) {
-      // A gated frame starts a batch of its own, so frames queued before it are not held back.
-      batch = { frames: [], bytes: 0, done: deferred(), gate: after };
+      // A gated record starts a batch of its own, so records queued before it are not held back.
+      batch = newBatch(after, size);
       this.#queue.push(batch);
     }
-    batch.frames.push(frame);
-    batch.bytes += frame.length;
-    this.bytes += frame.length;
+    reserve(batch, size);
+    const at = batch.bytes;
+    batch.bytes += encodeRecordInto(record, batch.buf, batch.view, at);
+    if (this.#capture) this.#capture.push(batch.buf.slice(at, batch.bytes));
+    this.lastSize = size;
+    this.bytes += size;
     if (!this.#flushing && !this.#held) this.#flushing = this.#flushLoop();
     return batch.done.promise;
   }
@@ -224,7 +254,7 @@ export class FileWal implements Wal {
         while (n < this.#queue.length && !this.#queue[n]!.gate) n++;
         const taken = this.#queue.splice(0, n);
         try {
-          await writeAll(file, concat(taken.flatMap((b) => b.frames), sum(taken)));
+          await writeAll(file, joinBatches(taken));
           if (this.opts.fsync === "always") {
             const t0 = performance.now();
             await file.syncData();
@@ -377,6 +407,11 @@ function sum(batches: Batch[]): number {
   let n = 0;
   for (const b of batches) n += b.bytes;
   return n;
+}
+
+function joinBatches(batches: Batch[]): Uint8Array {
+  if (batches.length === 1) return batches[0]!.buf.subarray(0, batches[0]!.bytes);
+  return concat(batches.map((b) => b.buf.subarray(0, b.bytes)), sum(batches));
 }
 
 /** What replay found in one file. */

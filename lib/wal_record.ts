@@ -156,9 +156,16 @@ function isAscii(s: string): boolean {
   return true;
 }
 
-/** Serialises a record into one frame: length, checksum, body. */
+/** Serialises a record into one new frame: length, checksum, body. */
 export function encodeRecord(r: WalRecord): Uint8Array {
-  let size = 1 + 1 + 8;
+  const frame = new Uint8Array(frameSize(r));
+  encodeRecordInto(r, frame, new DataView(frame.buffer), 0);
+  return frame;
+}
+
+/** Bytes of the frame `r` encodes to (header included). */
+export function frameSize(r: WalRecord): number {
+  let size = FRAME_HEADER_BYTES + 1 + 1 + 8;
   switch (r.type) {
     case RecordType.Meta:
       size += 1 + 8 * 4;
@@ -190,8 +197,20 @@ export function encodeRecord(r: WalRecord): Uint8Array {
     case RecordType.Purge:
       break;
   }
-  const frame = new Uint8Array(FRAME_HEADER_BYTES + size);
-  const w = new Writer(frame, FRAME_HEADER_BYTES);
+  return size;
+}
+
+/**
+ * Encodes `r` as a frame at `at` in `out` (which must have frameSize(r) bytes free there);
+ * `view` is a DataView over all of `out`. Returns the frame's length.
+ */
+export function encodeRecordInto(
+  r: WalRecord,
+  out: Uint8Array,
+  view: DataView,
+  at: number,
+): number {
+  const w = new Writer(out, view, at + FRAME_HEADER_BYTES);
   w.u8(r.type);
   w.u8(RECORD_VERSION);
   w.f64(r.seq);
@@ -255,10 +274,10 @@ export function encodeRecord(r: WalRecord): Uint8Array {
     case RecordType.Purge:
       break;
   }
-  const body = frame.subarray(FRAME_HEADER_BYTES, w.pos);
-  w.view.setUint32(0, body.length, true);
-  w.view.setUint32(4, crc32(body), true);
-  return w.pos === frame.length ? frame : frame.subarray(0, w.pos);
+  const bodyStart = at + FRAME_HEADER_BYTES;
+  view.setUint32(at, w.pos - bodyStart, true);
+  view.setUint32(at + 4, crc32(out.subarray(bodyStart, w.pos)), true);
+  return w.pos - at;
 }
 
 /** Checks a frame's checksum; `body` is the bytes after the 8-byte frame header. */
@@ -366,10 +385,7 @@ export function decodeRecord(body: Uint8Array): WalRecord {
 }
 
 class Writer {
-  readonly view: DataView;
-  constructor(readonly buf: Uint8Array, public pos: number) {
-    this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  }
+  constructor(readonly buf: Uint8Array, readonly view: DataView, public pos: number) {}
   u8(v: number) {
     this.buf[this.pos++] = v;
   }
@@ -390,7 +406,16 @@ class Writer {
       this.u16(0);
       return;
     }
-    const { written } = encoder.encodeInto(s, this.buf.subarray(this.pos + 2));
+    const start = this.pos + 2;
+    const buf = this.buf;
+    let i = 0;
+    for (; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      if (c > 0x7f) break;
+      buf[start + i] = c;
+    }
+    // Ids, names and most keys are ASCII; anything else goes through the encoder.
+    const written = i === s.length ? i : encoder.encodeInto(s, buf.subarray(start)).written;
     this.u16(written);
     this.pos += written;
   }

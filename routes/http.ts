@@ -74,19 +74,26 @@ export function problem(
   );
 }
 
-/** A JSON response. */
-export function json(body: unknown, status = 200): Response {
+/** A JSON response; pass the request id to stamp it now (cheaper than adding it later). */
+export function json(body: unknown, status = 200, requestId?: string): Response {
   return new Response(JSON.stringify(body), {
     status,
-    headers: { "content-type": "application/json" },
+    headers: requestId === undefined
+      ? { "content-type": "application/json" }
+      : { "content-type": "application/json", "x-request-id": requestId },
   });
 }
 
 /**
- * Reads a request body up to `limit` bytes. Refuses a larger declared Content-Length at once,
- * and stops reading (413) as soon as the count passes the limit, so a huge body is never buffered.
+ * Reads a request body up to `limit` bytes into memory from `alloc` (a payload slab, or a plain
+ * buffer by default). Refuses a larger declared Content-Length at once, and stops reading (413)
+ * as soon as the count passes the limit, so a huge body is never buffered.
  */
-export async function readBody(req: Request, limit: number): Promise<Uint8Array> {
+export async function readBody(
+  req: Request,
+  limit: number,
+  alloc: (n: number) => Uint8Array = (n) => new Uint8Array(n),
+): Promise<Uint8Array> {
   const declared = req.headers.get("content-length");
   if (declared !== null && Number(declared) > limit) {
     throw new BrokerError(
@@ -116,8 +123,7 @@ export async function readBody(req: Request, limit: number): Promise<Uint8Array>
     if (e instanceof BrokerError) throw e;
     throw new BrokerError("bad_request", `Cannot read the request body: ${(e as Error).message}`);
   }
-  if (chunks.length === 1) return chunks[0]!;
-  const out = new Uint8Array(total);
+  const out = alloc(total);
   let pos = 0;
   for (const c of chunks) {
     out.set(c, pos);
@@ -144,29 +150,36 @@ export async function readJson(req: Request): Promise<Record<string, unknown>> {
 
 /** Query parameters, parsed lazily from the request URL. */
 export class Query {
-  readonly params: URLSearchParams;
-  constructor(search: string) {
-    this.params = new URLSearchParams(search);
+  #params: URLSearchParams | undefined;
+  constructor(readonly search: string) {}
+
+  /** Parsed on first use: most hot requests carry no query at all. */
+  get params(): URLSearchParams {
+    return this.#params ??= new URLSearchParams(this.search);
+  }
+
+  #get(name: string): string | null {
+    return this.search === "" ? null : this.params.get(name);
   }
 
   str(name: string): string | undefined {
-    return this.params.get(name) ?? undefined;
+    return this.#get(name) ?? undefined;
   }
 
   bool(name: string, def = false): boolean {
-    const v = this.params.get(name);
+    const v = this.#get(name);
     if (v === null || v === "") return def;
     return parseBool(v, name);
   }
 
   int(name: string, def: number, min: number, max: number): number {
-    const v = this.params.get(name);
+    const v = this.#get(name);
     if (v === null || v === "") return def;
     return parseIntIn(v, name, min, max);
   }
 
   duration(name: string, max: number, min = 0): number | undefined {
-    const v = this.params.get(name);
+    const v = this.#get(name);
     if (v === null || v === "") return undefined;
     return durationIn(v, name, max, min);
   }

@@ -4,6 +4,7 @@ import { Broker, type PublishOptions } from "../lib/broker.ts";
 import { MAX_PAYLOAD_BYTES, MAX_TIME_MS } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { PRIORITIES } from "../lib/message.ts";
+import { allocPayload } from "../lib/slab.ts";
 import { checkName } from "../lib/names.ts";
 import { json, readBody } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
@@ -61,12 +62,14 @@ export async function publishOrBroadcast(
   payload: Uint8Array,
   opts: PublishOptions,
   broadcast: boolean,
+  requestId?: string,
 ): Promise<Response> {
   if (broadcast) {
-    return json({ broadcast: true, delivered_to: broker.broadcast(topic, payload, opts) }, 200);
+    const delivered = broker.broadcast(topic, payload, opts);
+    return json({ broadcast: true, delivered_to: delivered }, 200, requestId);
   }
   const result = await broker.publish(topic, payload, opts);
-  return json(result, result.deduplicated ? 200 : 201);
+  return json(result, result.deduplicated ? 200 : 201, requestId);
 }
 
 async function publish(req: Request, ctx: Ctx): Promise<Response> {
@@ -87,13 +90,13 @@ async function publish(req: Request, ctx: Ctx): Promise<Response> {
     );
   }
   const key = req.headers.get("idempotency-key");
-  const payload = await readBody(req, MAX_PAYLOAD_BYTES);
+  const payload = await readBody(req, MAX_PAYLOAD_BYTES, allocPayload);
   if (payload.length === 0) {
     throw new BrokerError("empty_body", `Cannot publish to "${topic}": the body is empty`);
   }
   if (key !== null) opts.idempotencyKey = checkKey(key);
   else if (idem === "auto") opts.idempotencyKey = Broker.autoKey(payload);
-  return publishOrBroadcast(ctx.broker, topic, payload, opts, broadcast);
+  return publishOrBroadcast(ctx.broker, topic, payload, opts, broadcast, ctx.requestId);
 }
 
 export const publishRoutes: Route[] = [

@@ -22,7 +22,7 @@ Deno.test("FileWal.append() shares one fsync among concurrent appends (group com
     onFsync: (s) => fsyncs.push(s),
   });
   // 200 appends issued in one turn: the first flush carries one, the next carries the rest.
-  await Promise.all(Array.from({ length: 200 }, (_, i) => wal.append(encodeRecord(key(i + 1)))));
+  await Promise.all(Array.from({ length: 200 }, (_, i) => wal.append(key(i + 1))));
   await wal.close();
   assert(fsyncs.length <= 3, `expected group commit, got ${fsyncs.length} fsyncs`);
   const { seen, result } = await replayAll(`${dir}/t.wal`);
@@ -35,7 +35,7 @@ Deno.test("replayFile() cuts a torn tail, logs it, and keeps every whole record"
   const dir = await Deno.makeTempDir();
   const path = `${dir}/t.wal`;
   const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
-  for (let i = 1; i <= 10; i++) await wal.append(encodeRecord(key(i)));
+  for (let i = 1; i <= 10; i++) await wal.append(key(i));
   await wal.close();
   const full = (await Deno.stat(path)).size;
   await Deno.truncate(path, full - 3); // the last record loses its end
@@ -47,7 +47,7 @@ Deno.test("replayFile() cuts a torn tail, logs it, and keeps every whole record"
   assertEquals((await Deno.stat(path)).size, result.validBytes);
   // The cut file takes new records after the surviving ones.
   const again = new FileWal(path, dir, result.validBytes, { fsync: "always", log: silentLogger });
-  await again.append(encodeRecord(key(11)));
+  await again.append(key(11));
   await again.close();
   assertEquals((await replayAll(path)).seen, [1, 2, 3, 4, 5, 6, 7, 8, 9, 11]);
   await Deno.remove(dir, { recursive: true });
@@ -57,7 +57,7 @@ Deno.test("replayFile() stops at a checksum mismatch", async () => {
   const dir = await Deno.makeTempDir();
   const path = `${dir}/t.wal`;
   const wal = new FileWal(path, dir, 0, { fsync: "never", log: silentLogger });
-  for (let i = 1; i <= 5; i++) await wal.append(encodeRecord(key(i)));
+  for (let i = 1; i <= 5; i++) await wal.append(key(i));
   await wal.close();
   const bytes = await Deno.readFile(path);
   bytes[bytes.length - 2]! ^= 0xff;
@@ -72,7 +72,7 @@ Deno.test("replayFile() refuses an unknown file version instead of losing data",
   const dir = await Deno.makeTempDir();
   const path = `${dir}/t.wal`;
   const wal = new FileWal(path, dir, 0, { fsync: "never", log: silentLogger });
-  await wal.append(encodeRecord(key(1)));
+  await wal.append(key(1));
   await wal.close();
   const bytes = await Deno.readFile(path);
   bytes[8] = 9; // file version 9
@@ -87,18 +87,18 @@ Deno.test("FileWal.compact() keeps records appended while it runs", async () => 
   const dir = await Deno.makeTempDir();
   const path = `${dir}/t.wal`;
   const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
-  for (let i = 1; i <= 100; i++) await wal.append(encodeRecord(key(i)));
+  for (let i = 1; i <= 100; i++) await wal.append(key(i));
   // Snapshot: only the last 10 keys still matter. Appends race with the compaction.
   const racing: Promise<void>[] = [];
   const compaction = wal.compact(() => {
     queueMicrotask(() => {
-      for (let i = 101; i <= 150; i++) racing.push(wal.append(encodeRecord(key(i))));
+      for (let i = 101; i <= 150; i++) racing.push(wal.append(key(i)));
     });
     return Array.from({ length: 10 }, (_, i) => encodeRecord(key(91 + i)));
   });
   await compaction;
   await Promise.all(racing);
-  for (let i = 151; i <= 160; i++) await wal.append(encodeRecord(key(i)));
+  for (let i = 151; i <= 160; i++) await wal.append(key(i));
   await wal.close();
   const { seen } = await replayAll(path);
   const expected = [...Array.from({ length: 10 }, (_, i) => 91 + i)];
@@ -113,9 +113,9 @@ Deno.test("FileWal.append(frame, after) writes the frame only once `after` settl
   const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
   let release!: () => void;
   const gate = new Promise<void>((r) => release = r);
-  const before = wal.append(encodeRecord(key(1)));
-  const gated = wal.append(encodeRecord(key(2)), gate);
-  const later = wal.append(encodeRecord(key(3)));
+  const before = wal.append(key(1));
+  const gated = wal.append(key(2), gate);
+  const later = wal.append(key(3));
   await before; // not held back by the gate behind it
   assertEquals((await replayAll(path)).seen, [1]);
   let laterDone = false;
@@ -135,7 +135,7 @@ Deno.test("FileWal opens an empty file by writing its header; barrier() then res
   await Deno.writeFile(path, new Uint8Array());
   const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
   await wal.barrier();
-  await wal.append(encodeRecord(key(1)));
+  await wal.append(key(1));
   await wal.close();
   assertEquals((await replayAll(path)).seen, [1]);
   await Deno.remove(dir, { recursive: true });
