@@ -15,7 +15,7 @@ import {
 } from "./config.ts";
 import { deadLetter, dlqName, exhausted, redrive } from "./dead_letter.ts";
 import { BrokerError } from "./errors.ts";
-import type { Group, Waiter } from "./group.ts";
+import type { Group, TakeSpec, Waiter } from "./group.ts";
 import { Heap } from "./heap.ts";
 import { type Logger, silentLogger } from "./log.ts";
 import {
@@ -31,7 +31,13 @@ import {
 import { checkName } from "./names.ts";
 import { copyPayload } from "./slab.ts";
 import { loadNodeId } from "./node_id.ts";
-import { DEFAULT_GROUP, Topic, type TopicCounters, type TopicSettings } from "./topic.ts";
+import {
+  DEFAULT_GROUP,
+  Topic,
+  type TopicCounters,
+  type TopicSettings,
+  zeroCounters,
+} from "./topic.ts";
 import { uuidv7 } from "./uuid.ts";
 import { FileWal, MemoryWal, replayFile, type Wal } from "./wal.ts";
 import { type Policy, type PublishRecord, RecordType } from "./wal_record.ts";
@@ -112,14 +118,7 @@ export class Broker {
   #closed = false;
   #onFsync: ((seconds: number) => void) | undefined;
   /** Counters of the topics deleted since start-up, so `totals` keeps what they counted. */
-  #retired: TopicCounters = {
-    published: 0,
-    delivered: 0,
-    acked: 0,
-    requeued: 0,
-    deadLettered: 0,
-    expired: 0,
-  };
+  #retired: TopicCounters = zeroCounters();
   /** Stable id of this node, kept in the data dir (a new one per process with `:memory:`). */
   nodeId = "";
 
@@ -391,22 +390,16 @@ export class Broker {
     }
     const g = this.#getGroup(topic, groupName);
     const now = this.now();
-    const limit = opts.limit ?? 1;
-    const filter = opts.filterKey ? filterFn(opts.filterKey, opts.filterVal) : undefined;
-    const visibilityMs = opts.visibilityMs ?? this.effective(topic).visibilityMs;
-    const peek = opts.peek ?? false;
-    let taken = this.#take(topic, g, limit, filter, peek, visibilityMs, now);
+    const spec: TakeSpec = {
+      limit: opts.limit ?? 1,
+      filter: opts.filterKey ? filterFn(opts.filterKey, opts.filterVal) : undefined,
+      visibilityMs: opts.visibilityMs ?? this.effective(topic).visibilityMs,
+      peek: opts.peek ?? false,
+    };
+    const peek = spec.peek;
+    let taken = this.#take(topic, g, spec, now);
     if (!taken.length && timeoutMs > 0) {
-      taken = await this.#park(
-        topic,
-        g,
-        limit,
-        filter,
-        peek,
-        visibilityMs,
-        now + timeoutMs,
-        opts.signal,
-      );
+      taken = await this.#park(topic, g, spec, now + timeoutMs, opts.signal);
     }
     if (!taken.length) return [];
     const out = taken.map((d) =>
@@ -430,18 +423,10 @@ export class Broker {
     return g;
   }
 
-  #take(
-    topic: Topic,
-    g: Group,
-    limit: number,
-    filter: ((p: Uint8Array) => boolean) | undefined,
-    peek: boolean,
-    visibilityMs: number,
-    now: number,
-  ): Delivery[] {
-    const taken = g.take(limit, filter, (d) => topic.expireIfDue(d.msg, now), peek);
-    if (!peek) {
-      for (const d of taken) g.lease(d, now + visibilityMs);
+  #take(topic: Topic, g: Group, spec: TakeSpec, now: number): Delivery[] {
+    const taken = g.take(spec.limit, spec.filter, (d) => topic.expireIfDue(d.msg, now), spec.peek);
+    if (!spec.peek) {
+      for (const d of taken) g.lease(d, now + spec.visibilityMs);
       topic.counters.delivered += taken.length;
     }
     return taken;
@@ -450,22 +435,16 @@ export class Broker {
   #park(
     topic: Topic,
     g: Group,
-    limit: number,
-    filter: ((p: Uint8Array) => boolean) | undefined,
-    peek: boolean,
-    visibilityMs: number,
+    spec: TakeSpec,
     deadline: number,
     signal: AbortSignal | undefined,
   ): Promise<Delivery[]> {
     return new Promise((resolve) => {
       const w: TimedWaiter = {
+        ...spec,
         topic,
         group: g,
-        limit,
-        peek,
-        filter,
         deadline,
-        visibilityMs,
         done: false,
         settle: (ds) => {
           signal?.removeEventListener("abort", onAbort);
@@ -497,7 +476,7 @@ export class Broker {
           g.waiters.splice(i--, 1);
           continue;
         }
-        const taken = this.#take(topic, g, w.limit, w.filter, w.peek, w.visibilityMs, now);
+        const taken = this.#take(topic, g, w, now);
         if (!taken.length) continue;
         g.waiters.splice(i, 1);
         w.done = true;
@@ -517,7 +496,13 @@ export class Broker {
     if (!topic) return [];
     const now = this.now();
     const g = topic.defaultGroup;
-    return this.#take(topic, g, Math.min(limit, MAX_PEEK), undefined, true, 0, now)
+    const spec = {
+      limit: Math.min(limit, MAX_PEEK),
+      filter: undefined,
+      peek: true,
+      visibilityMs: 0,
+    };
+    return this.#take(topic, g, spec, now)
       .map((d) => messageJson(name, d.msg, d.retryCount, d.msg.origin ?? "", d.reason));
   }
 

@@ -13,14 +13,19 @@ interface LeaseEntry {
   lease: number;
 }
 
-/** Who waits in a long-poll: the topic hands it deliveries, or the sweep times it out. */
-export interface Waiter {
-  readonly group: Group;
+/** What one consume asks of a group. */
+export interface TakeSpec {
   readonly limit: number;
   readonly peek: boolean;
   readonly filter: ((payload: Uint8Array) => boolean) | undefined;
-  readonly deadline: number;
+  /** The lease of what is taken (ignored by peeks). */
   readonly visibilityMs: number;
+}
+
+/** Who waits in a long-poll: the topic hands it deliveries, or the sweep times it out. */
+export interface Waiter extends TakeSpec {
+  readonly group: Group;
+  readonly deadline: number;
   done: boolean;
   /** Called once, with what it got (empty on timeout, drain or topic deletion). */
   settle(deliveries: Delivery[]): void;

@@ -37,6 +37,11 @@ export interface TopicCounters {
   expired: number;
 }
 
+/** A fresh set of counters. */
+export function zeroCounters(): TopicCounters {
+  return { published: 0, delivered: 0, acked: 0, requeued: 0, deadLettered: 0, expired: 0 };
+}
+
 /** The default group's name. */
 export const DEFAULT_GROUP = "";
 
@@ -50,14 +55,7 @@ export class Topic {
   readonly keys = new Map<string, { id: string; at: number }>();
   /** WAL bytes of the records that still matter (messages held, keys, groups). */
   liveBytes = 0;
-  readonly counters: TopicCounters = {
-    published: 0,
-    delivered: 0,
-    acked: 0,
-    requeued: 0,
-    deadLettered: 0,
-    expired: 0,
-  };
+  readonly counters: TopicCounters = zeroCounters();
   /** Live listeners (SSE, WebSocket spies): called with every message applied live. */
   readonly listeners = new Set<(msg: StoredMessage) => void>();
   readonly isDeadLetter: boolean;

@@ -7,7 +7,15 @@ import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
 import { DEFAULT_GROUP, type Topic } from "../lib/topic.ts";
 import type { Policy } from "../lib/wal_record.ts";
-import { durationIn, json, needString, optString, parseIntIn, readJson } from "./http.ts";
+import {
+  durationIn,
+  json,
+  needString,
+  optString,
+  parseIntIn,
+  queueParam,
+  readJson,
+} from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
 
 /** The topic resource of CONTRACT "Success answers". */
@@ -38,12 +46,6 @@ export function queueJson(broker: Broker, t: Topic, now: number) {
     retain: t.settings.retainMs ? formatDuration(t.settings.retainMs) : null,
     oldest_age_seconds: broker.oldestAgeSeconds(g, now),
   };
-}
-
-function queueParam(ctx: Ctx): string {
-  const q = ctx.query.str("queue");
-  if (!q) throw new BrokerError("invalid_name", 'Missing query parameter "queue"');
-  return checkName(q, "queue");
 }
 
 async function createTopic(req: Request, ctx: Ctx): Promise<Response> {
@@ -90,15 +92,15 @@ function listQueues(_req: Request, ctx: Ctx): Response {
 }
 
 async function redrive(_req: Request, ctx: Ctx): Promise<Response> {
-  return json(await ctx.broker.redrive(queueParam(ctx)));
+  return json(await ctx.broker.redrive(queueParam(ctx.query)));
 }
 
 async function purge(_req: Request, ctx: Ctx): Promise<Response> {
-  return json(await ctx.broker.purge(queueParam(ctx)));
+  return json(await ctx.broker.purge(queueParam(ctx.query)));
 }
 
 async function remove(_req: Request, ctx: Ctx): Promise<Response> {
-  return json(await ctx.broker.deleteTopic(queueParam(ctx)));
+  return json(await ctx.broker.deleteTopic(queueParam(ctx.query)));
 }
 
 export const adminRoutes: Route[] = [

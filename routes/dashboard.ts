@@ -10,18 +10,13 @@ import {
   optString,
   parseBool,
   parseIntIn,
+  queueParam,
   readJson,
 } from "./http.ts";
 import { parsePriority, publishOrBroadcast } from "./publish.ts";
 import type { Ctx, Route } from "./router.ts";
 
 const encoder = new TextEncoder();
-
-function queueParam(ctx: Ctx): string {
-  const q = ctx.query.str("queue");
-  if (!q) throw new BrokerError("invalid_name", 'Missing query parameter "queue"');
-  return checkName(q, "queue");
-}
 
 async function publish(req: Request, ctx: Ctx): Promise<Response> {
   const body = await readJson(req);
@@ -58,11 +53,11 @@ async function consume(req: Request, ctx: Ctx): Promise<Response> {
 function peek(_req: Request, ctx: Ctx): Response {
   const limit = ctx.query.str("limit");
   const n = limit ? parseIntIn(limit, "limit", 1, MAX_PEEK) : MAX_PEEK;
-  return json(ctx.broker.peek(queueParam(ctx), n));
+  return json(ctx.broker.peek(queueParam(ctx.query), n));
 }
 
 function webhooks(_req: Request, ctx: Ctx): Response {
-  const queue = queueParam(ctx);
+  const queue = queueParam(ctx.query);
   if (!ctx.broker.findTopic(queue)) {
     throw new BrokerError("not_found", `Cannot list webhooks of "${queue}": no such queue`);
   }

@@ -6,6 +6,7 @@
 import { MAX_JSON_BODY_BYTES, RETRY_AFTER_SECONDS } from "../lib/config.ts";
 import { parseDuration } from "../lib/duration.ts";
 import { BrokerError, type ErrorCode } from "../lib/errors.ts";
+import { checkName } from "../lib/names.ts";
 
 const STATUS: Record<ErrorCode, number> = {
   bad_request: 400,
@@ -183,6 +184,13 @@ export class Query {
     if (v === null || v === "") return undefined;
     return durationIn(v, name, max, min);
   }
+}
+
+/** The `?queue=` parameter of the dashboard routes, checked as a name. */
+export function queueParam(query: Query): string {
+  const q = query.str("queue");
+  if (!q) throw new BrokerError("invalid_name", 'Missing query parameter "queue"');
+  return checkName(q, "queue");
 }
 
 /** `true`/`false`/`1`/`0`; anything else is 400 invalid_parameter. */
