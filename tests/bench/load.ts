@@ -25,10 +25,19 @@
  * on 127.0.0.1, fresh per measurement (no topic reaches the per-topic cap, no run pays for the
  * previous one's garbage). Load comes from wrk (`/usr/bin/wrk`, `apt-get install -y wrk`), one
  * thread for the publish and ceiling runs so the other core is the server's; the Lua scripts are
- * in tests/bench/wrk/ and print one `FERRY_RESULT {json}` line from done(). Consumers run one
- * connection per wrk thread so each thread alternates consume and ack. Drain and fill ends are
- * found by polling GET /api/stats every 10 ms, then wrk is stopped with SIGINT. Latencies are
- * wrk's per-request figures (closed loop: a slow answer delays the next request).
+ * in tests/bench/wrk/ and print one `FERRY_RESULT {json}` line from done(). Consumers run 8
+ * connections, one per wrk thread, so each thread alternates consume and ack. Fill and drain
+ * ends are found by polling GET /api/stats every 10 ms, then wrk is stopped with SIGINT.
+ * Latencies are wrk's per-request figures (closed loop: a slow answer delays the next request).
+ * The e2e section uses tests/bench/e2e_client.ts (fetch; 2,000 msg/s is far below its limit).
+ * Publish, consume and e2e rows quote the broker's fsync histogram (GET /metrics) over the run.
+ * The RSS broker runs with `--inspect` so the harness can force a full GC and read the JS heap.
+ * The replay WAL is written with `--fsync never` (same bytes, a minute faster), replayed with
+ * `always`.
+ *
+ * Shared machines: before each measured run the harness waits (up to 60 s) for the CPUs to be
+ * idle, and it counts the CPU that processes outside its own tree use during the run; a row
+ * where that passed 20 % says BUSY in its notes. Figures drift 10-20 % between runs anyway.
  */
 
 const HERE = new URL(".", import.meta.url).pathname;
@@ -97,7 +106,7 @@ const FULL: Plan = {
   warmS: 1,
   runS: 5,
   drainCount: 100_000,
-  drainConns: 4,
+  drainConns: 8,
   e2eRate: 2_000,
   e2eWarmS: 1,
   e2eRunS: 10,
@@ -420,6 +429,52 @@ async function fill(url: string, topic: string, count: number, size: number): Pr
   return performance.now() - t0;
 }
 
+/** The broker's ferry_wal_fsync_seconds histogram: cumulative counts by upper bound. */
+interface FsyncHistogram {
+  buckets: Map<string, number>;
+  sum: number;
+  count: number;
+}
+
+async function fsyncHistogram(url: string): Promise<FsyncHistogram | undefined> {
+  try {
+    const res = await fetch(`${url}/metrics`);
+    const text = await res.text();
+    if (!res.ok) return undefined;
+    const buckets = new Map<string, number>();
+    let sum = NaN, count = NaN;
+    for (const line of text.split("\n")) {
+      const m = /^ferry_wal_fsync_seconds_(bucket\{le="([^"]+)"\}|sum|count) (\S+)$/.exec(line);
+      if (!m) continue;
+      if (m[2] !== undefined) buckets.set(m[2], Number(m[3]));
+      else if (m[1] === "sum") sum = Number(m[3]);
+      else count = Number(m[3]);
+    }
+    return buckets.size ? { buckets, sum, count } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** "N fsyncs, mean X ms, p99 ≤ Y ms[, M msgs/fsync]" for the fsyncs between two scrapes. */
+function fsyncNote(a: FsyncHistogram | undefined, b: FsyncHistogram | undefined, msgs?: number) {
+  if (!a || !b) return "";
+  const count = b.count - a.count;
+  if (count <= 0) return "no fsyncs";
+  const quantile = (q: number) => {
+    for (const [le, n] of b.buckets) {
+      if (n - (a.buckets.get(le) ?? 0) >= q * count) {
+        return le === "+Inf" ? "> 1 s" : `≤ ${Number(le) * 1000} ms`;
+      }
+    }
+    return "?";
+  };
+  const mean = (b.sum - a.sum) / count * 1000;
+  return `${int(count)} fsyncs, mean ${mean.toFixed(2)} ms, p50 ${quantile(0.5)}, p99 ${
+    quantile(0.99)
+  }` + (msgs ? `, ${(msgs / count).toFixed(1)} msgs/fsync` : "");
+}
+
 async function vmRss(pid: number): Promise<{ rss: number; hwm: number }> {
   const text = await Deno.readTextFile(`/proc/${pid}/status`);
   const kb = (key: string) =>
@@ -650,7 +705,9 @@ async function publish(o: Options, p: Plan): Promise<void> {
       const run = { script: "publish.lua", threads: 1, conns: c, args: ["1024"] };
       await quiet();
       await wrkTimed({ ...run, url: `${b.url}/publish/warm-${c}`, seconds: p.warmS });
+      const fs0 = await fsyncHistogram(b.url);
       const w = await wrkTimed({ ...run, url: `${b.url}/publish/bench-${c}`, seconds: p.runS });
+      const fs1 = await fsyncHistogram(b.url);
       const rate = (w.requests - w.status_errors) / (w.duration_us / 1e6);
       figures.publish.set(c, rate);
       const ceil = figures.ceiling.get(c);
@@ -671,8 +728,12 @@ async function publish(o: Options, p: Plan): Promise<void> {
         result: int(rate),
         p50: ms(w.p50_us),
         p99: ms(w.p99_us),
-        notes: [ceil ? `${pct(share)} of ceiling` : "no ceiling run", errorsOf(w), await busyNote()]
-          .filter(Boolean).join("; "),
+        notes: [
+          ceil ? `${pct(share)} of ceiling` : "no ceiling run",
+          fsyncNote(fs0, fs1, w.requests - w.status_errors),
+          errorsOf(w),
+          await busyNote(),
+        ].filter(Boolean).join("; "),
         target,
         status: w.status_errors ? "FAIL" : status,
       });
@@ -688,6 +749,7 @@ async function consume(o: Options, p: Plan): Promise<void> {
       log(`consume limit=${limit}: filled ${int(p.drainCount)} in ${int(fillMs)} ms, draining`);
       let last: TopicStats = { depth: -1, in_flight: -1 };
       await quiet();
+      const fs0 = await fsyncHistogram(b.url);
       const { result: w, elapsedMs, finished } = await wrkUntil(
         {
           script: "consume.lua",
@@ -702,11 +764,15 @@ async function consume(o: Options, p: Plan): Promise<void> {
           return last.depth === 0 && last.in_flight === 0;
         },
       );
+      const fs1 = await fsyncHistogram(b.url);
       const rate = p.drainCount / (elapsedMs / 1000);
       log(`consume limit=${limit}: ${int(rate)} msg/s (acked ${w.acked})`);
       const notes = [
         `${int(p.drainCount)} in ${(elapsedMs / 1000).toFixed(2)} s`,
-        `${int(w.requests)} requests, p99 ${ms(w.p99_us)}`,
+        `${int(w.requests)} requests (${int(w.empty ?? 0)} empty 404s), p50 ${ms(w.p50_us)}, p99 ${
+          ms(w.p99_us)
+        }, max ${ms(w.max_us)}`,
+        fsyncNote(fs0, fs1),
         w.acked !== p.drainCount ? `acked ${int(w.acked ?? 0)}` : "",
         w.failed ? `${int(w.failed)} failed answers` : "",
         finished ? "" : `NOT drained: depth ${last.depth}, in_flight ${last.in_flight}`,
@@ -748,6 +814,7 @@ async function e2e(o: Options, p: Plan): Promise<void> {
         }).spawn(),
       ).output();
     await quiet();
+    const fs0 = await fsyncHistogram(b.url);
     const subOut = run([
       "sub",
       b.url,
@@ -768,6 +835,7 @@ async function e2e(o: Options, p: Plan): Promise<void> {
       JSON.parse(new TextDecoder().decode((await out).stdout).trim().split("\n").at(-1) ?? "{}");
     const pubR = await parse(pubOut);
     const subR = await parse(subOut);
+    const fs1 = await fsyncHistogram(b.url);
     log(
       `e2e: p50 ${subR.p50_ms.toFixed(2)} ms p99 ${
         subR.p99_ms.toFixed(2)
@@ -785,6 +853,7 @@ async function e2e(o: Options, p: Plan): Promise<void> {
         `over ${p.e2eRunS} s after ${p.e2eWarmS} s warm-up; max ${subR.max_ms.toFixed(1)} ms`,
         `publisher ${int(pubR.rate)} msg/s`,
         `${int(subR.polls)} polls`,
+        fsyncNote(fs0, fs1),
         pubR.failed ? `${pubR.failed} publishes failed` : "",
         subR.received !== expected ? `expected ${int(expected)}` : "",
         await busyNote(),

@@ -45,11 +45,17 @@ function response(status, headers, body)
         consumed = consumed + 1
         pending = wrk.format("POST", "/ack/" .. topic .. "/" .. id)
       else
-        local ids = {}
-        for id in body:gmatch('"id":"([^"]+)"') do
-          ids[#ids + 1] = '"' .. id .. '"'
+        -- plain find is several times cheaper than gmatch on a ~250 KB body
+        local ids, n, pos = {}, 0, 1
+        while true do
+          local _, e = string.find(body, '"id":"', pos, true)
+          if not e then break end
+          local close = string.find(body, '"', e + 1, true)
+          n = n + 1
+          ids[n] = string.sub(body, e, close) -- the id with its quotes
+          pos = close + 1
         end
-        consumed = consumed + #ids
+        consumed = consumed + n
         pending = wrk.format("POST", "/ack/" .. topic,
           { ["Content-Type"] = "application/json" },
           '{"ids":[' .. table.concat(ids, ",") .. "]}")
