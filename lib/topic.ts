@@ -86,7 +86,8 @@ export class Topic {
 
   /** Applies one record to memory: the only way durable state changes, live or at replay. */
   apply(r: WalRecord, now: number, size: number): void {
-    this.seq = r.seq;
+    // A compacted file lists held messages under their original (older) numbers after META.
+    if (r.seq > this.seq) this.seq = r.seq;
     switch (r.type) {
       case RecordType.Meta:
         this.settings = {
