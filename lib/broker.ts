@@ -20,6 +20,7 @@ import { Heap } from "./heap.ts";
 import { type Logger, silentLogger } from "./log.ts";
 import {
   type Delivery,
+  isoTime,
   matchesFilter,
   type MessageJson,
   messageJson,
@@ -100,9 +101,7 @@ interface TimedWaiter extends Waiter {
   topic: Topic;
 }
 
-function iso(ms: number): string {
-  return new Date(ms).toISOString();
-}
+const iso = isoTime;
 
 /** The broker: a registry of topics and the operations on them. */
 export class Broker {

@@ -75,6 +75,25 @@ export interface MessageJson {
 
 const textDecoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
+let cachedSecond = NaN;
+let cachedPrefix = "";
+
+/**
+ * `new Date(ms).toISOString()`, about 10× cheaper: the `YYYY-MM-DDTHH:MM:SS` part is kept for
+ * the last second seen, which most messages of one answer share.
+ */
+export function isoTime(ms: number): string {
+  const second = Math.floor(ms / 1000);
+  if (second !== cachedSecond) {
+    const full = new Date(ms).toISOString();
+    if (full.length !== 24) return full; // years outside 0000-9999 have another shape
+    cachedSecond = second;
+    cachedPrefix = full.slice(0, 20);
+  }
+  const milli = ms - second * 1000;
+  return cachedPrefix + (milli < 10 ? "00" : milli < 100 ? "0" : "") + milli + "Z";
+}
+
 /** Shapes a delivery for the wire; `group` is "" for the default group. */
 export function messageJson(
   topic: string,
@@ -87,13 +106,13 @@ export function messageJson(
     id: msg.id,
     topic,
     payload: msg.payload.toBase64(),
-    timestamp: new Date(msg.timestamp).toISOString(),
+    timestamp: isoTime(msg.timestamp),
     retry_count: retryCount,
     headers: headersObject(msg.headers),
     priority: PRIORITIES[msg.priority]!,
   };
   if (isUtf8(msg.payload)) json.payload_text = textDecoder.decode(msg.payload);
-  if (msg.expiresAt) json.expires_at = new Date(msg.expiresAt).toISOString();
+  if (msg.expiresAt) json.expires_at = isoTime(msg.expiresAt);
   if (group) json.group = group;
   if (reason) json.reason = reason;
   if (msg.redriveCount) json.redrive_count = msg.redriveCount;
