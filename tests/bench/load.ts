@@ -785,7 +785,7 @@ async function consume(o: Options, p: Plan): Promise<void> {
         const pub64 = figures.publish.get(64);
         target = "≥ 3 × publish @64";
         status = pub64 ? verdict(rate >= 3 * pub64) : "n/a";
-        if (pub64) notes.push(`${(rate / pub64).toFixed(1)} × publish @64`);
+        if (pub64) notes.push(`${(rate / pub64).toFixed(2)} × publish @64`);
       }
       row({
         section: limit === 1 ? "3a" : "3b",
