@@ -147,6 +147,8 @@ export class Topic {
     }
     if (r.expiresAt && r.expiresAt <= now) return; // expired while the broker was down
     let msg = this.messages.get(r.id);
+    // A redrive may return a message other groups still hold: they keep sharing it.
+    const fresh = msg === undefined;
     if (!msg) {
       msg = {
         id: r.id,
@@ -171,13 +173,13 @@ export class Topic {
       for (const spec of r.deliveries) {
         let g = this.groups.get(spec.group);
         if (!g) this.groups.set(spec.group, g = new Group(spec.group, r.timestamp));
-        if (g.byId.has(r.id)) continue;
+        if (!fresh && g.byId.has(r.id)) continue;
         g.add(msg, spec.retryCount, spec.dueAt, now, r.reason);
         msg.pending++;
       }
     } else {
       for (const g of this.groups.values()) {
-        if (g.byId.has(r.id)) continue;
+        if (!fresh && g.byId.has(r.id)) continue;
         g.add(msg, 0, r.dueAt, now, r.reason);
         msg.pending++;
       }

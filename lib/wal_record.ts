@@ -290,7 +290,25 @@ export function checksumOk(expected: number, body: Uint8Array): boolean {
  * life of the read buffer copy it. Throws on an unknown type or version.
  */
 export function decodeRecord(body: Uint8Array): WalRecord {
-  const r = new Reader(body);
+  return decodeRecordAt(
+    body,
+    new DataView(body.buffer, body.byteOffset, body.byteLength),
+    0,
+    body.length,
+  );
+}
+
+/**
+ * Decodes the record body at `buf[start, end)` in place (replay: one DataView per read chunk,
+ * no per-record views). `view` covers all of `buf`. Payload is a view into `buf`.
+ */
+export function decodeRecordAt(
+  buf: Uint8Array,
+  view: DataView,
+  start: number,
+  end: number,
+): WalRecord {
+  const r = new Reader(buf, view, start, end);
   const type = r.u8();
   const version = r.u8();
   if (version !== RECORD_VERSION) throw new Error(`unknown record version ${version}`);
@@ -426,14 +444,18 @@ class Writer {
   }
 }
 
+/** Scratch for building short ASCII strings without a typed-array view per string. */
+const codes: number[] = [];
+
 class Reader {
-  readonly view: DataView;
-  pos = 0;
-  constructor(readonly buf: Uint8Array) {
-    this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  }
+  constructor(
+    readonly buf: Uint8Array,
+    readonly view: DataView,
+    public pos: number,
+    readonly end: number,
+  ) {}
   #need(n: number) {
-    if (this.pos + n > this.buf.length) throw new Error("record body ends early");
+    if (this.pos + n > this.end) throw new Error("record body ends early");
   }
   u8(): number {
     this.#need(1);
@@ -461,24 +483,20 @@ class Reader {
     const n = this.u16();
     this.#need(n);
     const start = this.pos;
+    const buf = this.buf;
     this.pos += n;
     if (n <= 64) {
-      // Ids and names are short ASCII: building the string directly beats TextDecoder.
-      let ascii = true;
-      for (let i = start; i < start + n; i++) {
-        if (this.buf[i]! > 0x7f) {
-          ascii = false;
-          break;
-        }
+      // Ids and names are short ASCII: a reused array of codes beats TextDecoder and subarray.
+      codes.length = n;
+      let i = 0;
+      for (; i < n; i++) {
+        const c = buf[start + i]!;
+        if (c > 0x7f) break;
+        codes[i] = c;
       }
-      if (ascii) {
-        return String.fromCharCode.apply(
-          null,
-          this.buf.subarray(start, start + n) as unknown as number[],
-        );
-      }
+      if (i === n) return String.fromCharCode.apply(null, codes);
     }
-    return decoder.decode(this.buf.subarray(start, start + n));
+    return decoder.decode(buf.subarray(start, start + n));
   }
   bytes(): Uint8Array {
     const n = this.u32();

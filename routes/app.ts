@@ -97,8 +97,7 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
           if (early) break;
         }
         res = early ?? await route.handler(req, ctx);
-        // Hot routes stamp the id when they build the response; the rest get it here.
-        if (!res.headers.has("x-request-id")) res.headers.set("x-request-id", requestId);
+        res.headers.set("x-request-id", requestId);
       }
     } catch (e) {
       res = errorResponse(e, requestId, log, req);

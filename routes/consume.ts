@@ -41,7 +41,7 @@ async function consume(req: Request, ctx: Ctx): Promise<Response> {
   if (!messages.length) {
     throw new BrokerError("queue_empty", `No message available in "${topic}"`);
   }
-  return json(limit === 1 ? messages[0] : messages, 200, ctx.requestId);
+  return json(limit === 1 ? messages[0] : messages);
 }
 
 async function ackOne(_req: Request, ctx: Ctx): Promise<Response> {
@@ -53,7 +53,7 @@ async function ackOne(_req: Request, ctx: Ctx): Promise<Response> {
     const where = g ? `"${topic}" group "${g}"` : `"${topic}"`;
     throw new BrokerError("message_not_found", `Cannot ack message "${id}" in ${where}: not found`);
   }
-  return new Response(null, { status: 204, headers: { "x-request-id": ctx.requestId } });
+  return new Response(null, { status: 204 });
 }
 
 async function ackBatch(req: Request, ctx: Ctx): Promise<Response> {
@@ -70,7 +70,7 @@ async function ackBatch(req: Request, ctx: Ctx): Promise<Response> {
     );
   }
   const { acked, notFound } = await ctx.broker.ack(topic, group(ctx, body), ids as string[]);
-  return json({ acked: acked.length, not_found: notFound }, 200, ctx.requestId);
+  return json({ acked: acked.length, not_found: notFound });
 }
 
 async function requeue(req: Request, ctx: Ctx): Promise<Response> {

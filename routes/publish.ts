@@ -62,14 +62,13 @@ export async function publishOrBroadcast(
   payload: Uint8Array,
   opts: PublishOptions,
   broadcast: boolean,
-  requestId?: string,
 ): Promise<Response> {
   if (broadcast) {
     const delivered = broker.broadcast(topic, payload, opts);
-    return json({ broadcast: true, delivered_to: delivered }, 200, requestId);
+    return json({ broadcast: true, delivered_to: delivered }, 200);
   }
   const result = await broker.publish(topic, payload, opts);
-  return json(result, result.deduplicated ? 200 : 201, requestId);
+  return json(result, result.deduplicated ? 200 : 201);
 }
 
 async function publish(req: Request, ctx: Ctx): Promise<Response> {
@@ -96,7 +95,7 @@ async function publish(req: Request, ctx: Ctx): Promise<Response> {
   }
   if (key !== null) opts.idempotencyKey = checkKey(key);
   else if (idem === "auto") opts.idempotencyKey = Broker.autoKey(payload);
-  return publishOrBroadcast(ctx.broker, topic, payload, opts, broadcast, ctx.requestId);
+  return publishOrBroadcast(ctx.broker, topic, payload, opts, broadcast);
 }
 
 export const publishRoutes: Route[] = [
