@@ -20,6 +20,7 @@ import { Heap } from "./heap.ts";
 import { type Logger, silentLogger } from "./log.ts";
 import {
   type Delivery,
+  internHeaders,
   isoTime,
   matchesFilter,
   type MessageJson,
@@ -27,7 +28,7 @@ import {
   NORMAL,
   PRIORITIES,
   State,
-  type StoredMessage,
+  StoredMessage,
 } from "./message.ts";
 import { checkName } from "./names.ts";
 import { copyPayload } from "./slab.ts";
@@ -277,7 +278,7 @@ export class Broker {
       idemKey: key,
       reason: undefined,
       origin: undefined,
-      headers: opts.headers?.length ? opts.headers : undefined,
+      headers: internHeaders(opts.headers),
       deliveries: undefined,
       dueAt: opts.delayMs ? now + opts.delayMs : 0,
       payload,
@@ -328,21 +329,19 @@ export class Broker {
     const topic = this.topics.get(name);
     if (!topic) return 0;
     const now = this.now();
-    const msg: StoredMessage = {
+    const msg = new StoredMessage({
       id: uuidv7(now),
       seq: 0,
       timestamp: now,
       payload,
       priority: opts.priority ?? NORMAL,
       expiresAt: 0,
-      headers: opts.headers?.length ? opts.headers : undefined,
+      headers: internHeaders(opts.headers),
       idemKey: undefined,
       redriveCount: 0,
       origin: undefined,
       reason: undefined,
-      size: 0,
-      pending: 0,
-    };
+    }, 0);
     let n = 0;
     for (const g of topic.groups.values()) {
       const waiters = g.waiters;
@@ -357,8 +356,7 @@ export class Broker {
           msg,
           state: State.Done,
           retryCount: 0,
-          dueAt: 0,
-          leaseUntil: 0,
+          at: 0,
           lease: 0,
           reason: undefined,
         };
@@ -862,7 +860,10 @@ export class Broker {
       }, new MemoryWal());
       const path = `${dir}/${name}.wal`;
       const result = await replayFile(path, (r, size) => {
-        if (r.type === RecordType.Publish) r.payload = copyPayload(r.payload);
+        if (r.type === RecordType.Publish) {
+          r.payload = copyPayload(r.payload);
+          r.headers = internHeaders(r.headers);
+        }
         topic.apply(r, now, size);
       }, this.log);
       records += result.records;

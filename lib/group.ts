@@ -65,8 +65,7 @@ export class Group {
       msg,
       state: State.Ready,
       retryCount,
-      dueAt,
-      leaseUntil: 0,
+      at: dueAt,
       lease: 0,
       reason,
     };
@@ -76,10 +75,10 @@ export class Group {
   }
 
   #enqueue(d: Delivery, now: number): void {
-    if (d.dueAt > now) {
+    if (d.at > now) {
       d.state = State.Delayed;
       this.delayedCount++;
-      this.delayed.push(d.dueAt, d);
+      this.delayed.push(d.at, d);
     } else {
       d.state = State.Ready;
       this.readyCount++;
@@ -111,7 +110,7 @@ export class Group {
   lease(d: Delivery, until: number): void {
     this.#leave(d);
     d.state = State.InFlight;
-    d.leaseUntil = until;
+    d.at = until;
     d.lease++;
     this.inFlightCount++;
     this.leases.push(until, { d, lease: d.lease });
@@ -119,7 +118,7 @@ export class Group {
 
   /** Extends an in-flight lease. */
   touch(d: Delivery, until: number): void {
-    d.leaseUntil = until;
+    d.at = until;
     d.lease++;
     this.leases.push(until, { d, lease: d.lease });
   }

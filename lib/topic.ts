@@ -7,7 +7,7 @@
 import { DLQ_SUFFIX, IDEMPOTENCY_WINDOW_MS } from "./config.ts";
 import { Group, type Waiter } from "./group.ts";
 import { Heap } from "./heap.ts";
-import { type Delivery, State, type StoredMessage } from "./message.ts";
+import { type Delivery, State, StoredMessage } from "./message.ts";
 import type { Wal } from "./wal.ts";
 import {
   encodeRecord,
@@ -150,21 +150,7 @@ export class Topic {
     // A redrive may return a message other groups still hold: they keep sharing it.
     const fresh = msg === undefined;
     if (!msg) {
-      msg = {
-        id: r.id,
-        seq: r.seq,
-        timestamp: r.timestamp,
-        payload: r.payload,
-        priority: r.priority,
-        expiresAt: r.expiresAt,
-        headers: r.headers,
-        idemKey: r.idemKey,
-        redriveCount: r.redriveCount,
-        origin: r.origin,
-        reason: r.reason,
-        size,
-        pending: 0,
-      };
+      msg = new StoredMessage(r, size);
       this.messages.set(r.id, msg);
       this.liveBytes += size;
       if (msg.expiresAt) this.expiry.push(msg.expiresAt, msg);
@@ -287,7 +273,7 @@ export class Topic {
         deliveries.push({
           group: g.name,
           retryCount: d.retryCount,
-          dueAt: d.state === State.Delayed ? d.dueAt : 0,
+          dueAt: d.state === State.Delayed ? d.at : 0,
         });
         reason = d.reason ?? reason;
       }
@@ -309,7 +295,7 @@ export class Topic {
         payload: msg.payload,
       });
       // Re-point the message at its new record size so accounting stays exact.
-      (msg as { size: number }).size = f.length;
+      msg.size = f.length;
       live += f.length;
       frames.push(f);
     }

@@ -4,7 +4,9 @@
  * Hand-written because it sits on the publish path: about 4× faster than npm:uuid's v7.
  */
 
-const HEX: string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
+const HEX_CODES = Array.from("0123456789abcdef", (c) => c.charCodeAt(0));
+const DASH = 0x2d;
+const CODES: number[] = new Array(36).fill(0);
 const POOL_SIZE = 4096;
 const pool = new Uint8Array(POOL_SIZE);
 let poolPos = POOL_SIZE;
@@ -36,9 +38,20 @@ export function uuidv7(nowMs: number = Date.now()): string {
   const ms = lastMs;
   const hi = Math.floor(ms / 0x1000000); // top 24 bits of the 48-bit time
   const lo = ms % 0x1000000;
-  return HEX[(hi >>> 16) & 0xff]! + HEX[(hi >>> 8) & 0xff]! + HEX[hi & 0xff]! +
-    HEX[(lo >>> 16) & 0xff]! + "-" + HEX[(lo >>> 8) & 0xff]! + HEX[lo & 0xff]! + "-" +
-    HEX[0x70 | (counter >>> 8)]! + HEX[counter & 0xff]! + "-" +
-    HEX[0x80 | (r[2]! & 0x3f)]! + HEX[r[3]!]! + "-" +
-    HEX[r[4]!]! + HEX[r[5]!]! + HEX[r[6]!]! + HEX[r[7]!]! + HEX[r[8]!]! + HEX[r[9]!]!;
+  let i = 0;
+  const put = (byte: number) => {
+    CODES[i++] = HEX_CODES[byte >> 4]!;
+    CODES[i++] = HEX_CODES[byte & 15]!;
+  };
+  put((hi >>> 16) & 0xff), put((hi >>> 8) & 0xff), put(hi & 0xff), put((lo >>> 16) & 0xff);
+  CODES[i++] = DASH;
+  put((lo >>> 8) & 0xff), put(lo & 0xff);
+  CODES[i++] = DASH;
+  put(0x70 | (counter >>> 8)), put(counter & 0xff);
+  CODES[i++] = DASH;
+  put(0x80 | (r[2]! & 0x3f)), put(r[3]!);
+  CODES[i++] = DASH;
+  for (let k = 4; k < 10; k++) put(r[k]!);
+  // One flat string: concatenating pieces would leave a cons-string wrapper alive per id.
+  return String.fromCharCode.apply(null, CODES);
 }
