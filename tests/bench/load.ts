@@ -166,6 +166,17 @@ async function removeDir(d: string): Promise<void> {
   tempDirs.delete(d);
 }
 
+/**
+ * Runtime flags the broker is started with: the `--v8-flags=…` of the `start` task in
+ * deno.json (so the bench measures what `deno task start` runs), or FERRY_BENCH_FLAGS.
+ */
+const BROKER_RUNTIME_FLAGS: string[] = (() => {
+  const override = Deno.env.get("FERRY_BENCH_FLAGS");
+  if (override !== undefined) return override.split(" ").filter(Boolean);
+  const tasks = JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`)).tasks ?? {};
+  return String(tasks.start ?? "").split(" ").filter((a) => a.startsWith("--v8-flags="));
+})();
+
 /** Spawns a Deno script that logs JSON lines on stderr; resolves at its "listening" line. */
 async function spawnServer(
   script: string,
@@ -177,7 +188,7 @@ async function spawnServer(
   let inspector: string | undefined;
   const proc = track(
     new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", ...denoFlags, script, ...args],
+      args: ["run", "-A", ...BROKER_RUNTIME_FLAGS, ...denoFlags, script, ...args],
       env: { NO_COLOR: "1", BROKER_LOG_LEVEL: "info", BROKER_ACCESS_LOG: "false" },
       stdin: "null",
       stdout: "null",
