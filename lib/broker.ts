@@ -273,6 +273,7 @@ export class Broker {
       id: uuidv7(now),
       timestamp: now,
       priority: opts.priority ?? NORMAL,
+      merge: false,
       expiresAt: ttl ? now + ttl : 0,
       redriveCount: 0,
       idemKey: key,

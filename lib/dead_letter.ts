@@ -37,6 +37,7 @@ export function deadLetter(
     id: msg.id,
     timestamp: msg.timestamp,
     priority: msg.priority,
+    merge: true,
     expiresAt: 0, // dead letters wait for inspection; the source's TTL no longer applies
     redriveCount: msg.redriveCount,
     idemKey: undefined,
@@ -83,6 +84,7 @@ export function redrive(
       id: msg.id,
       timestamp: msg.timestamp,
       priority: msg.priority,
+      merge: true,
       expiresAt: 0,
       redriveCount: msg.redriveCount + 1,
       idemKey: undefined,

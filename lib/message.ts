@@ -89,12 +89,22 @@ const MAX_INTERNED = 1024;
 export function internHeaders(headers: string[] | undefined): string[] | undefined {
   if (!headers || headers.length === 0) return undefined;
   if (headers.length > 8) return headers;
+  if (sameList(headers, lastInterned)) return lastInterned;
   const key = headers.join("\u0000");
   if (key.length > 512) return headers;
   const seen = interned.get(key);
-  if (seen) return seen;
-  if (interned.size < MAX_INTERNED) interned.set(key, headers);
+  if (seen) return lastInterned = seen;
+  if (interned.size < MAX_INTERNED) interned.set(key, lastInterned = headers);
   return headers;
+}
+
+/** The list returned last: consecutive messages (one publisher, a replayed log) repeat it. */
+let lastInterned: string[] = [];
+
+function sameList(a: string[], b: string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** Where a delivery is; each delivery is in exactly one state. */

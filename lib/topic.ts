@@ -146,8 +146,8 @@ export class Topic {
       this.keys.set(r.idemKey, { id: r.id, at: r.timestamp });
     }
     if (r.expiresAt && r.expiresAt <= now) return; // expired while the broker was down
-    let msg = this.messages.get(r.id);
-    // A redrive may return a message other groups still hold: they keep sharing it.
+    // Only a move (dead-letter, redrive) may name a message other groups still hold.
+    let msg = r.merge ? this.messages.get(r.id) : undefined;
     const fresh = msg === undefined;
     if (!msg) {
       msg = new StoredMessage(r, size);
@@ -284,6 +284,7 @@ export class Topic {
         id: msg.id,
         timestamp: msg.timestamp,
         priority: msg.priority,
+        merge: false,
         expiresAt: msg.expiresAt,
         redriveCount: msg.redriveCount,
         idemKey: msg.idemKey,

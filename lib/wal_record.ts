@@ -8,7 +8,7 @@
  *         str = u16 byte length + UTF-8; bytes = u32 length + raw bytes; time = f64 ms (0 = none)
  *
  *   META     policy u8 | retain time | visibility time | maxMessages f64 | createdAt time
- *   PUBLISH  id str | timestamp time | priority u8 | expiresAt time | redriveCount u16 |
+ *   PUBLISH  id str | timestamp time | priority u8 (bit 7: merge) | expiresAt time | redriveCount u16 |
  *            idemKey str | reason str | origin str | dueAt time | headers u16 n × (str, str) | deliveries u16 n ×
  *            (group str, retryCount u8, dueAt time) — n = 0xffff means "every group" |
  *            payload bytes
@@ -29,6 +29,8 @@ export const FILE_HEADER_BYTES = 16;
 export const FRAME_HEADER_BYTES = 8;
 /** A record body larger than this is corruption, not data (payloads are at most 2 MiB). */
 export const MAX_RECORD_BYTES = 64 * 1024 * 1024;
+/** Bit of the PUBLISH priority byte that marks a record whose id may already be held. */
+const MERGE_BIT = 0x80;
 /** `deliveries` count meaning "deliver to every group that exists". */
 export const ALL_GROUPS = 0xffff;
 
@@ -66,6 +68,11 @@ export interface PublishRecord {
   id: string;
   timestamp: number;
   priority: number;
+  /**
+   * The id may already be held (a dead-letter move or a redrive): apply() then joins the
+   * existing message. Every other publish has a fresh id and skips that lookup.
+   */
+  merge: boolean;
   expiresAt: number;
   redriveCount: number;
   idemKey: string | undefined;
@@ -225,7 +232,7 @@ export function encodeRecordInto(
     case RecordType.Publish:
       w.str(r.id);
       w.f64(r.timestamp);
-      w.u8(r.priority);
+      w.u8(r.priority | (r.merge ? MERGE_BIT : 0));
       w.f64(r.expiresAt);
       w.u16(r.redriveCount);
       w.str(r.idemKey);
@@ -329,7 +336,9 @@ export function decodeRecordAt(
     case RecordType.Publish: {
       const id = r.str();
       const timestamp = r.f64();
-      const priority = r.u8();
+      const priorityByte = r.u8();
+      const priority = priorityByte & ~MERGE_BIT;
+      const merge = (priorityByte & MERGE_BIT) !== 0;
       const expiresAt = r.f64();
       const redriveCount = r.u16();
       const idemKey = r.str() || undefined;
@@ -340,7 +349,7 @@ export function decodeRecordAt(
       let headers: string[] | undefined;
       if (nHeaders) {
         headers = [];
-        for (let i = 0; i < nHeaders * 2; i++) headers.push(r.str());
+        for (let i = 0; i < nHeaders * 2; i++) headers.push(r.str(true));
       }
       const nDeliveries = r.u16();
       let deliveries: DeliverySpec[] | undefined;
@@ -357,6 +366,7 @@ export function decodeRecordAt(
         id,
         timestamp,
         priority,
+        merge,
         expiresAt,
         redriveCount,
         idemKey,
@@ -446,6 +456,28 @@ class Writer {
 
 /** Scratch for building short ASCII strings without a typed-array view per string. */
 const codes: number[] = [];
+/** Recently decoded header strings with their bytes: a log repeats the same few headers. */
+const recentBytes: Uint8Array[] = [];
+const recentStrings: string[] = [];
+const RECENT = 4;
+let recentNext = 0;
+
+function recent(buf: Uint8Array, start: number, n: number): string | undefined {
+  outer: for (let k = 0; k < recentBytes.length; k++) {
+    const b = recentBytes[k]!;
+    if (b.length !== n) continue;
+    for (let i = 0; i < n; i++) if (b[i] !== buf[start + i]) continue outer;
+    return recentStrings[k];
+  }
+  return undefined;
+}
+
+function remember(buf: Uint8Array, start: number, n: number, s: string): string {
+  recentBytes[recentNext] = buf.slice(start, start + n);
+  recentStrings[recentNext] = s;
+  recentNext = (recentNext + 1) % RECENT;
+  return s;
+}
 
 class Reader {
   constructor(
@@ -479,12 +511,17 @@ class Reader {
     this.pos += 8;
     return v;
   }
-  str(): string {
+  /** A string; `repeated` ones (header names and values) come from a small cache. */
+  str(repeated = false): string {
     const n = this.u16();
     this.#need(n);
     const start = this.pos;
     const buf = this.buf;
     this.pos += n;
+    if (repeated && n <= 128) {
+      return recent(buf, start, n) ??
+        remember(buf, start, n, decoder.decode(buf.subarray(start, start + n)));
+    }
     if (n <= 64) {
       // Ids and names are short ASCII: a reused array of codes beats TextDecoder and subarray.
       codes.length = n;

@@ -53,6 +53,7 @@ Deno.bench("encodeRecord publish 1KiB", { group: "wal" }, () => {
     id: "01938c2e-1111-7222-8333-444455556666",
     timestamp: 1,
     priority: 1,
+    merge: false,
     expiresAt: 0,
     redriveCount: 0,
     idemKey: undefined,
