@@ -355,6 +355,7 @@ export class Broker {
         w.done = true;
         const d: Delivery = {
           msg,
+          group: g,
           state: State.Done,
           retryCount: 0,
           at: 0,
@@ -529,7 +530,7 @@ export class Broker {
     for (const id of ids) {
       if (seen.has(id)) continue;
       seen.add(id);
-      (g.byId.has(id) ? acked : notFound).push(id);
+      (topic.delivery(g, id) ? acked : notFound).push(id);
     }
     let durable: Promise<unknown> = Promise.resolve();
     if (acked.length) {
@@ -549,7 +550,7 @@ export class Broker {
     if (group) checkName(group, "group");
     const topic = this.topics.get(name);
     const g = topic?.groups.get(group);
-    const d = g?.byId.get(id);
+    const d = g && topic?.delivery(g, id);
     if (!topic || !g || !d || d.state !== State.InFlight) {
       const where = group ? `"${name}" group "${group}"` : `"${name}"`;
       throw new BrokerError(
@@ -889,9 +890,9 @@ export class Broker {
 
   // ---- listing -----------------------------------------------------------------------------
 
-  /** Oldest message age, in seconds, of what a group holds. */
-  oldestAgeSeconds(g: Group, now: number): number {
-    const ts = g.oldestTimestamp();
+  /** Oldest message age, in seconds, of what a group of `topic` holds. */
+  oldestAgeSeconds(topic: Topic, g: Group, now: number): number {
+    const ts = topic.oldestTimestamp(g);
     return ts === undefined ? 0 : Math.max(0, (now - ts) / 1000);
   }
 }

@@ -40,18 +40,14 @@ export class Group {
   ];
   readonly delayed = new Heap<Delivery>();
   readonly leases = new Heap<LeaseEntry>();
-  readonly byId = new Map<string, Delivery>();
+  /** Messages this group still holds, in any state. */
+  held = 0;
   readyCount = 0;
   delayedCount = 0;
   inFlightCount = 0;
   waiters: Waiter[] = [];
 
   constructor(readonly name: string, readonly createdAt: number) {}
-
-  /** Messages this group still holds, in any state. */
-  get held(): number {
-    return this.byId.size;
-  }
 
   /** Adds a new delivery of `msg`, ready now or delayed until `dueAt`. */
   add(
@@ -63,13 +59,15 @@ export class Group {
   ): Delivery {
     const d: Delivery = {
       msg,
+      group: this,
       state: State.Ready,
       retryCount,
       at: dueAt,
       lease: 0,
       reason,
     };
-    this.byId.set(msg.id, d);
+    msg.attach(d);
+    this.held++;
     this.#enqueue(d, now);
     return d;
   }
@@ -90,7 +88,8 @@ export class Group {
   remove(d: Delivery): void {
     this.#leave(d);
     d.state = State.Done;
-    this.byId.delete(d.msg.id);
+    d.msg.detach(d);
+    this.held--;
   }
 
   #leave(d: Delivery): void {
@@ -188,17 +187,10 @@ export class Group {
     return out;
   }
 
-  /** Publish time of the oldest message this group holds, or undefined. */
-  oldestTimestamp(): number | undefined {
-    for (const d of this.byId.values()) return d.msg.timestamp;
-    return undefined;
-  }
-
-  /** Forgets every delivery (purge); waiters stay. */
+  /** Forgets every delivery (purge: the topic drops the messages themselves); waiters stay. */
   clear(): void {
-    for (const d of this.byId.values()) d.state = State.Done;
-    this.byId.clear();
     for (const q of this.ready) q.clear();
+    this.held = 0;
     this.delayed.clear();
     this.leases.clear();
     this.readyCount = this.delayedCount = this.inFlightCount = 0;

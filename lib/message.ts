@@ -4,6 +4,7 @@
  */
 
 import { isUtf8 } from "node:buffer";
+import type { Group } from "./group.ts";
 
 /** Priorities in delivery order; a message stores the index. */
 export const PRIORITIES = ["high", "normal", "low"] as const;
@@ -51,6 +52,9 @@ export class StoredMessage {
   size: number;
   /** Groups that still hold it; at 0 it leaves memory. */
   pending = 0;
+  /** Its deliveries: the first group's here, any further ones in `rest` (no per-group Map). */
+  first: Delivery | undefined = undefined;
+  rest: Delivery[] | undefined = undefined;
   readonly #buffer: ArrayBufferLike;
   readonly #offset: number;
   readonly #length: number;
@@ -70,6 +74,34 @@ export class StoredMessage {
     this.#buffer = f.payload.buffer;
     this.#offset = f.payload.byteOffset;
     this.#length = f.payload.length;
+  }
+
+  /** This message's delivery in `group`, if that group holds it. */
+  deliveryOf(group: Group): Delivery | undefined {
+    if (this.first?.group === group) return this.first;
+    if (this.rest) { for (const d of this.rest) if (d.group === group) return d; }
+    return undefined;
+  }
+
+  /** Every group's delivery of it (a copy: callers remove while walking). */
+  deliveries(): Delivery[] {
+    if (!this.first) return [];
+    return this.rest ? [this.first, ...this.rest] : [this.first];
+  }
+
+  attach(d: Delivery): void {
+    if (!this.first) this.first = d;
+    else (this.rest ??= []).push(d);
+  }
+
+  detach(d: Delivery): void {
+    if (this.first === d) {
+      this.first = this.rest?.shift();
+    } else if (this.rest) {
+      const i = this.rest.indexOf(d);
+      if (i >= 0) this.rest.splice(i, 1);
+    }
+    if (this.rest?.length === 0) this.rest = undefined;
   }
 
   /** The payload bytes (a fresh view of the shared slab each call: keep it in a local). */
@@ -118,6 +150,7 @@ export const enum State {
 /** One group's copy of a message: its own state, attempts and lease. */
 export interface Delivery {
   readonly msg: StoredMessage;
+  readonly group: Group;
   state: State;
   retryCount: number;
   /** When a delayed delivery becomes ready, or when an in-flight lease ends. */

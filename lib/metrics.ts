@@ -151,7 +151,7 @@ export class Metrics {
         const now = b.now();
         for (const t of b.topics.values()) {
           for (const g of t.groups.values()) {
-            this.set({ topic: t.name, group: g.name }, b.oldestAgeSeconds(g, now));
+            this.set({ topic: t.name, group: g.name }, b.oldestAgeSeconds(t, g, now));
           }
         }
       },

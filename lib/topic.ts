@@ -109,14 +109,14 @@ export class Topic {
         const g = this.groups.get(r.group);
         if (!g) break;
         for (const id of r.ids) {
-          const d = g.byId.get(id);
+          const d = this.delivery(g, id);
           if (d) this.#release(g, d);
         }
         break;
       }
       case RecordType.Requeue: {
         const g = this.groups.get(r.group);
-        const d = g?.byId.get(r.id);
+        const d = g && this.delivery(g, r.id);
         if (g && d) g.requeue(d, r.retryCount, r.dueAt, now, r.reason);
         break;
       }
@@ -159,13 +159,13 @@ export class Topic {
       for (const spec of r.deliveries) {
         let g = this.groups.get(spec.group);
         if (!g) this.groups.set(spec.group, g = new Group(spec.group, r.timestamp));
-        if (!fresh && g.byId.has(r.id)) continue;
+        if (!fresh && msg.deliveryOf(g)) continue;
         g.add(msg, spec.retryCount, spec.dueAt, now, r.reason);
         msg.pending++;
       }
     } else {
       for (const g of this.groups.values()) {
-        if (!fresh && g.byId.has(r.id)) continue;
+        if (!fresh && msg.deliveryOf(g)) continue;
         g.add(msg, 0, r.dueAt, now, r.reason);
         msg.pending++;
       }
@@ -181,10 +181,7 @@ export class Topic {
 
   /** Removes a message from every group. */
   #drop(msg: StoredMessage): void {
-    for (const g of this.groups.values()) {
-      const d = g.byId.get(msg.id);
-      if (d) g.remove(d);
-    }
+    for (const d of msg.deliveries()) d.group.remove(d);
     msg.pending = 0;
     this.#forget(msg);
   }
@@ -201,12 +198,10 @@ export class Topic {
     if (!msg.expiresAt || msg.expiresAt > now || !this.messages.has(msg.id)) return false;
     // An in-flight copy keeps its lease: the consumer may still ack it. It goes when the lease ends.
     let inFlight = false;
-    for (const g of this.groups.values()) {
-      const d = g.byId.get(msg.id);
-      if (!d) continue;
+    for (const d of msg.deliveries()) {
       if (d.state === State.InFlight) inFlight = true;
       else {
-        g.remove(d);
+        d.group.remove(d);
         msg.pending--;
       }
     }
@@ -223,6 +218,27 @@ export class Topic {
     this.#release(g, d);
     if (!this.messages.has(d.msg.id)) this.counters.expired++;
     return true;
+  }
+
+  /** A group's delivery of message `id`, if the group holds it. */
+  delivery(g: Group, id: string): Delivery | undefined {
+    return this.messages.get(id)?.deliveryOf(g);
+  }
+
+  /**
+   * Publish time of the oldest message `g` holds: the topic's messages are in publish order,
+   * so the first one the group holds is it. Walks at most `limit` messages (scrape-time only).
+   */
+  oldestTimestamp(g: Group, limit = 10_000): number | undefined {
+    if (g.held === 0) return undefined;
+    let n = 0;
+    let first: number | undefined;
+    for (const msg of this.messages.values()) {
+      first ??= msg.timestamp;
+      if (msg.deliveryOf(g)) return msg.timestamp;
+      if (++n >= limit) break;
+    }
+    return first;
   }
 
   /** Gets a group, or undefined. */
@@ -266,12 +282,10 @@ export class Topic {
     for (const msg of this.messages.values()) {
       const deliveries = [];
       let reason = msg.reason;
-      for (const g of this.groups.values()) {
-        const d = g.byId.get(msg.id);
-        if (!d) continue;
+      for (const d of msg.deliveries()) {
         // A lease is not durable: an in-flight message is ready again after a restart.
         deliveries.push({
-          group: g.name,
+          group: d.group.name,
           retryCount: d.retryCount,
           dueAt: d.state === State.Delayed ? d.at : 0,
         });

@@ -44,7 +44,7 @@ export function queueJson(broker: Broker, t: Topic, now: number) {
     groups: [...t.groups.keys()].filter((n) => n !== DEFAULT_GROUP),
     policy: t.settings.policy,
     retain: t.settings.retainMs ? formatDuration(t.settings.retainMs) : null,
-    oldest_age_seconds: broker.oldestAgeSeconds(g, now),
+    oldest_age_seconds: broker.oldestAgeSeconds(t, g, now),
   };
 }
 

@@ -2,18 +2,19 @@
 
 import type { Broker } from "../lib/broker.ts";
 import type { Group } from "../lib/group.ts";
+import type { Topic } from "../lib/topic.ts";
 import { Metrics, UNMATCHED } from "../lib/metrics.ts";
 import type { AfterHook } from "./app.ts";
 import { json } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
 
 /** One group's (or, for the default group, one topic's) queue figures, as /api/queues counts. */
-function groupStats(broker: Broker, g: Group, now: number) {
+function groupStats(broker: Broker, topic: Topic, g: Group, now: number) {
   return {
     depth: g.readyCount,
     in_flight: g.inFlightCount,
     delayed: g.delayedCount,
-    oldest_age_seconds: broker.oldestAgeSeconds(g, now),
+    oldest_age_seconds: broker.oldestAgeSeconds(topic, g, now),
   };
 }
 
@@ -25,9 +26,9 @@ function stats(_req: Request, { broker }: Ctx): Response {
     [...broker.topics.values()].sort((a, b) => a.name < b.name ? -1 : 1).map((topic) => [
       topic.name,
       {
-        ...groupStats(broker, topic.defaultGroup, now),
+        ...groupStats(broker, topic, topic.defaultGroup, now),
         groups: Object.fromEntries(
-          [...topic.groups.values()].map((g) => [g.name, groupStats(broker, g, now)]),
+          [...topic.groups.values()].map((g) => [g.name, groupStats(broker, topic, g, now)]),
         ),
       },
     ]),
