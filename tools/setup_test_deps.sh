@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Installs the real components the test suite drives, from Debian's packages, when missing:
-# prometheus (promtool, and a real scraper for the metrics test).
+# Installs the real components the tests (and the benchmark) drive, from Debian's packages, when
+# missing. No arguments: what the test suite needs (prometheus, for promtool and a real scraper).
+# With arguments: those commands, e.g. `tools/setup_test_deps.sh wrk` for `deno task bench`.
 set -euo pipefail
+declare -A package_of=([promtool]=prometheus [wrk]=wrk)
+commands=("$@")
+[ ${#commands[@]} -eq 0 ] && commands=(promtool)
 need=()
-command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+for c in "${commands[@]}"; do
+  command -v "$c" >/dev/null 2>&1 || need+=("${package_of[$c]:-$c}")
+done
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing ${need[*]} and not root: install them with apt-get" >&2
