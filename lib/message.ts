@@ -5,6 +5,7 @@
 
 import { isUtf8 } from "node:buffer";
 import type { Group } from "./group.ts";
+import type { PublishRecord } from "./wal_record.ts";
 
 /** Priorities in delivery order; a message stores the index. */
 export const PRIORITIES = ["high", "normal", "low"] as const;
@@ -12,19 +13,20 @@ export type Priority = typeof PRIORITIES[number];
 export const NORMAL = 1;
 
 /** What a stored message is made from: a publish record's fields. */
-export interface MessageFields {
-  readonly id: string;
-  readonly seq: number;
-  readonly timestamp: number;
-  readonly payload: Uint8Array;
-  readonly priority: number;
-  readonly expiresAt: number;
-  readonly headers: string[] | undefined;
-  readonly idemKey: string | undefined;
-  readonly redriveCount: number;
-  readonly origin: string | undefined;
-  readonly reason: string | undefined;
-}
+export type MessageFields = Pick<
+  PublishRecord,
+  | "id"
+  | "seq"
+  | "timestamp"
+  | "payload"
+  | "priority"
+  | "expiresAt"
+  | "headers"
+  | "idemKey"
+  | "redriveCount"
+  | "origin"
+  | "reason"
+>;
 
 /**
  * One published message; every group's delivery of it shares it. The payload is kept as
