@@ -286,9 +286,9 @@ export class Broker {
     };
     const durable = topic.commit(record, now);
     topic.counters.published++;
-    const msg = topic.messages.get(record.id);
-    if (msg) {
-      for (const fn of topic.listeners) fn(msg);
+    if (topic.listeners.size) {
+      const msg = topic.messages.get(record.id);
+      if (msg) { for (const fn of topic.listeners) fn(msg); }
     }
     if (!record.dueAt) this.#wakeAll(topic, now);
     await durable;
