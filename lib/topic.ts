@@ -260,66 +260,86 @@ export class Topic {
   }
 
   /**
-   * Frames that rebuild the current state: META, groups, each held message with its per-group
-   * deliveries, and idempotency keys still in their window. Built synchronously.
+   * Frames that rebuild the topic, for compaction, yielded in chunks of about `chunkBytes`.
+   * The first chunk (META, groups) and the lists of messages and keys are taken when the
+   * iteration starts, at T; the WAL captures every record appended from T on and writes them
+   * after the snapshot. Each message is encoded as it is when its chunk is built, which may be
+   * after T: that is safe because the captured records then apply on top as absolute states
+   * (retry counts, due times) or as no-ops, and a message gone since T is skipped. So the
+   * event loop is never held for a whole snapshot.
    */
-  snapshot(now: number): Uint8Array[] {
-    const frames: Uint8Array[] = [];
+  *snapshot(now: number, chunkBytes = 1024 * 1024): Generator<Uint8Array[]> {
     const s = this.settings;
-    let live = 0;
-    const push = (r: WalRecord) => {
-      const f = encodeRecord(r);
-      live += f.length;
-      frames.push(f);
-    };
-    push({ type: RecordType.Meta, seq: this.seq, ...s });
+    const head = [encodeRecord({ type: RecordType.Meta, seq: this.seq, ...s })];
     for (const g of this.groups.values()) {
-      if (g.name !== DEFAULT_GROUP) {
-        push({ type: RecordType.Group, seq: this.seq, name: g.name, createdAt: g.createdAt });
-      }
+      if (g.name === DEFAULT_GROUP) continue;
+      head.push(
+        encodeRecord({
+          type: RecordType.Group,
+          seq: this.seq,
+          name: g.name,
+          createdAt: g.createdAt,
+        }),
+      );
     }
+    const messages = [...this.messages.values()];
+    const keys = [...this.keys].filter(([, v]) => v.at + IDEMPOTENCY_WINDOW_MS > now);
+    yield head;
     const keyed = new Set<string>();
-    for (const msg of this.messages.values()) {
-      const deliveries = [];
-      let reason = msg.reason;
-      for (const d of msg.deliveries()) {
-        // A lease is not durable: an in-flight message is ready again after a restart.
-        deliveries.push({
-          group: d.group.name,
-          retryCount: d.retryCount,
-          dueAt: d.state === State.Delayed ? d.at : 0,
-        });
-        reason = d.reason ?? reason;
-      }
+    let chunk: Uint8Array[] = [];
+    let bytes = 0;
+    for (const msg of messages) {
       if (msg.idemKey) keyed.add(msg.idemKey);
-      const f = encodeRecord({
-        type: RecordType.Publish,
-        seq: msg.seq,
-        id: msg.id,
-        timestamp: msg.timestamp,
-        priority: msg.priority,
-        merge: false,
-        expiresAt: msg.expiresAt,
-        redriveCount: msg.redriveCount,
-        idemKey: msg.idemKey,
-        reason,
-        origin: msg.origin,
-        headers: msg.headers,
-        deliveries,
-        dueAt: 0,
-        payload: msg.payload,
-      });
-      // Re-point the message at its new record size so accounting stays exact.
+      if (this.messages.get(msg.id) !== msg) continue; // gone since T; its record is captured
+      const f = this.#messageFrame(msg);
+      // The message now rests on its new record: keep the accounting exact.
+      this.liveBytes += f.length - msg.size;
       msg.size = f.length;
-      live += f.length;
-      frames.push(f);
+      chunk.push(f);
+      bytes += f.length;
+      if (bytes >= chunkBytes) {
+        yield chunk;
+        chunk = [];
+        bytes = 0;
+      }
     }
-    for (const [key, v] of this.keys) {
-      if (keyed.has(key) || v.at + IDEMPOTENCY_WINDOW_MS <= now) continue;
-      push({ type: RecordType.Key, seq: this.seq, key, id: v.id, at: v.at });
+    for (const [key, v] of keys) {
+      if (keyed.has(key)) continue;
+      chunk.push(encodeRecord({ type: RecordType.Key, seq: this.seq, key, id: v.id, at: v.at }));
     }
-    this.liveBytes = live;
-    return frames;
+    if (chunk.length) yield chunk;
+  }
+
+  /** One held message as a PUBLISH record carrying each group's delivery state. */
+  #messageFrame(msg: StoredMessage): Uint8Array {
+    const deliveries = [];
+    let reason = msg.reason;
+    for (const d of msg.deliveries()) {
+      // A lease is not durable: an in-flight message is ready again after a restart.
+      deliveries.push({
+        group: d.group.name,
+        retryCount: d.retryCount,
+        dueAt: d.state === State.Delayed ? d.at : 0,
+      });
+      reason = d.reason ?? reason;
+    }
+    return encodeRecord({
+      type: RecordType.Publish,
+      seq: msg.seq,
+      id: msg.id,
+      timestamp: msg.timestamp,
+      priority: msg.priority,
+      merge: false,
+      expiresAt: msg.expiresAt,
+      redriveCount: msg.redriveCount,
+      idemKey: msg.idemKey,
+      reason,
+      origin: msg.origin,
+      headers: msg.headers,
+      deliveries,
+      dueAt: 0,
+      payload: msg.payload,
+    });
   }
 
   /** Size of a frame for a record body of `bodyBytes`. */

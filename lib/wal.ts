@@ -99,8 +99,11 @@ export interface Wal {
   append(record: WalRecord, after?: Promise<unknown>): Promise<void>;
   /** Resolves once everything appended so far is durable. */
   barrier(): Promise<void>;
-  /** Rewrites the file as `snapshot()` (built synchronously now) plus what is appended meanwhile. */
-  compact(snapshot: () => Uint8Array[]): Promise<void>;
+  /**
+   * Rewrites the file as the frames `snapshot()` yields (its point in time is when the iteration
+   * starts) followed by every record appended from then on.
+   */
+  compact(snapshot: () => Iterable<Uint8Array[]>): Promise<void>;
   close(): Promise<void>;
   /** Closes and deletes the file. */
   remove(): Promise<void>;
@@ -315,7 +318,7 @@ export class FileWal implements Wal {
     }
   }
 
-  compact(snapshot: () => Uint8Array[]): Promise<void> {
+  compact(snapshot: () => Iterable<Uint8Array[]>): Promise<void> {
     if (this.failed) return Promise.reject(this.failed);
     // One compaction at a time; a later request builds its snapshot after the earlier ends.
     const run = (this.#compacting ?? RESOLVED).then(() => this.#compactNow(snapshot));
@@ -343,9 +346,11 @@ export class FileWal implements Wal {
     }
   }
 
-  async #compactNow(snapshot: () => Uint8Array[]): Promise<void> {
+  async #compactNow(snapshot: () => Iterable<Uint8Array[]>): Promise<void> {
     if (this.#closed || this.failed) return;
-    const frames = [fileHeader(), ...snapshot()];
+    // Starting the iteration fixes the snapshot's point in time: capture starts in that turn.
+    const chunks = snapshot()[Symbol.iterator]();
+    const first = chunks.next();
     this.#capture = [];
     const tmpPath = `${this.path}.compact`;
     let tmp: Deno.FsFile | undefined;
@@ -354,12 +359,14 @@ export class FileWal implements Wal {
     try {
       tmp = await Deno.open(tmpPath, { write: true, create: true, truncate: true });
       let size = 0;
-      for (let i = 0; i < frames.length; i += 4096) {
-        const part = frames.slice(i, i + 4096);
-        const bytes = part.reduce((n, f) => n + f.length, 0);
-        await writeAll(tmp, concat(part, bytes));
+      const write = async (frames: Uint8Array[]) => {
+        const bytes = frames.reduce((n, f) => n + f.length, 0);
+        await writeAll(tmp!, concat(frames, bytes));
         size += bytes;
-      }
+      };
+      await write([fileHeader(), ...(first.done ? [] : first.value)]);
+      // Each later chunk is encoded only after the previous one is written: requests run between.
+      for (let next = chunks.next(); !next.done; next = chunks.next()) await write(next.value);
       // Sync the bulk now, so the hold below only waits for the small tail.
       await tmp.syncData();
       // Hold the writer: no flush to the old file from here until the swap.

@@ -94,7 +94,7 @@ Deno.test("FileWal.compact() keeps records appended while it runs", async () => 
     queueMicrotask(() => {
       for (let i = 101; i <= 150; i++) racing.push(wal.append(key(i)));
     });
-    return Array.from({ length: 10 }, (_, i) => encodeRecord(key(91 + i)));
+    return [Array.from({ length: 10 }, (_, i) => encodeRecord(key(91 + i)))];
   });
   await compaction;
   await Promise.all(racing);
