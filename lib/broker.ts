@@ -46,6 +46,8 @@ import { type Policy, type PublishRecord, RecordType } from "./wal_record.ts";
 
 /** How often the sweep runs when the broker keeps its own time. */
 export const TICK_MS = 10;
+/** Wait before compacting again a topic whose last compaction left it oversized. */
+const COMPACT_RETRY_MS = 1_000;
 
 /** What a publisher may set on a message. */
 export interface PublishOptions {
@@ -114,6 +116,8 @@ export class Broker {
   #waiterDeadlines = new Heap<TimedWaiter>();
   #deleting = new Map<string, Promise<void>>();
   #compacting = new Set<Topic>();
+  /** Topics whose last compaction left them oversized, and when to try again. */
+  #compactAgainAt = new Map<Topic, number>();
   #ticker: ReturnType<typeof setInterval> | undefined;
   #closed = false;
   #onFsync: ((seconds: number) => void) | undefined;
@@ -705,6 +709,7 @@ export class Broker {
     if (!topic) throw new BrokerError("not_found", `Cannot delete "${name}": no such queue`);
     this.topics.delete(name);
     addCounters(this.#retired, topic.counters);
+    this.#compactAgainAt.delete(topic);
     this.#release(topic);
     const gone = topic.wal.remove();
     const guard = gone.catch(() => {}).finally(() => {
@@ -737,7 +742,7 @@ export class Broker {
         if (g.waiters.length && g.readyCount) this.#wake(topic, g, now);
       }
       if (topic.keys.size) topic.expireKeys(now);
-      this.#maybeCompact(topic);
+      this.#maybeCompact(topic, now);
     }
     while (this.#waiterDeadlines.peekKey() <= now) {
       const w = this.#waiterDeadlines.pop()!;
@@ -772,17 +777,29 @@ export class Broker {
     done.catch((e) => this.log.error("lease end not recorded", { topic: topic.name, error: e }));
   }
 
-  #maybeCompact(topic: Topic): void {
-    const { bytes } = topic.wal;
-    if (
-      bytes < this.config.compactMinBytes || this.#compacting.has(topic) ||
-      bytes < this.config.compactRatio * Math.max(topic.liveBytes, 1)
-    ) return;
+  #maybeCompact(topic: Topic, now: number): void {
+    if (this.#compacting.has(topic) || !this.#oversized(topic)) return;
+    const retryAt = this.#compactAgainAt.get(topic);
+    // Below the size floor only a topic whose last compaction left it oversized, once a second.
+    const due = retryAt !== undefined
+      ? now >= retryAt
+      : topic.wal.bytes >= this.config.compactMinBytes;
+    if (!due) return;
     this.#compact(topic).catch((e) =>
       this.log.error("compaction failed", { topic: topic.name, error: e })
     );
   }
 
+  /** Whether a topic's file is more than BROKER_COMPACT_RATIO × what it still holds. */
+  #oversized(topic: Topic): boolean {
+    return topic.wal.bytes > this.config.compactRatio * Math.max(topic.liveBytes, 1);
+  }
+
+  /**
+   * Rewrites a topic's file. Records appended while it runs are kept after the snapshot; when
+   * they leave the file out of proportion (a batch ack during a drain), the topic is compacted
+   * again a second later, even below BROKER_COMPACT_MIN_BYTES, until it is in proportion.
+   */
   async #compact(topic: Topic): Promise<void> {
     this.#compacting.add(topic);
     const before = topic.wal.bytes;
@@ -797,6 +814,8 @@ export class Broker {
       });
     } finally {
       this.#compacting.delete(topic);
+      if (this.#oversized(topic)) this.#compactAgainAt.set(topic, this.now() + COMPACT_RETRY_MS);
+      else this.#compactAgainAt.delete(topic);
     }
   }
 
