@@ -158,6 +158,13 @@ function strBytes(s: string | undefined): number {
   return 2 + (isAscii(s) ? s.length : encoder.encode(s).length);
 }
 
+/** An id list: u32 count, then each id as a str. */
+function idsBytes(ids: string[]): number {
+  let n = 4;
+  for (const id of ids) n += strBytes(id);
+  return n;
+}
+
 function isAscii(s: string): boolean {
   for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) > 0x7f) return false;
   return true;
@@ -188,15 +195,13 @@ export function frameSize(r: WalRecord): number {
       size += strBytes(r.name) + 8;
       break;
     case RecordType.Ack:
-      size += strBytes(r.group) + 4;
-      for (const id of r.ids) size += strBytes(id);
+      size += strBytes(r.group) + idsBytes(r.ids);
       break;
     case RecordType.Requeue:
       size += strBytes(r.group) + strBytes(r.id) + 1 + 8 + strBytes(r.reason);
       break;
     case RecordType.Remove:
-      size += 4;
-      for (const id of r.ids) size += strBytes(id);
+      size += idsBytes(r.ids);
       break;
     case RecordType.Key:
       size += strBytes(r.key) + strBytes(r.id) + 8;
@@ -259,8 +264,7 @@ export function encodeRecordInto(
       break;
     case RecordType.Ack:
       w.str(r.group);
-      w.u32(r.ids.length);
-      for (const id of r.ids) w.str(id);
+      w.ids(r.ids);
       break;
     case RecordType.Requeue:
       w.str(r.group);
@@ -270,8 +274,7 @@ export function encodeRecordInto(
       w.str(r.reason);
       break;
     case RecordType.Remove:
-      w.u32(r.ids.length);
-      for (const id of r.ids) w.str(id);
+      w.ids(r.ids);
       break;
     case RecordType.Key:
       w.str(r.key);
@@ -380,13 +383,8 @@ export function decodeRecordAt(
     }
     case RecordType.Group:
       return { type, seq, name: r.str(), createdAt: r.f64() };
-    case RecordType.Ack: {
-      const group = r.str();
-      const n = r.u32();
-      const ids: string[] = [];
-      for (let i = 0; i < n; i++) ids.push(r.str());
-      return { type, seq, group, ids };
-    }
+    case RecordType.Ack:
+      return { type, seq, group: r.str(), ids: r.ids() };
     case RecordType.Requeue:
       return {
         type,
@@ -397,12 +395,8 @@ export function decodeRecordAt(
         dueAt: r.f64(),
         reason: r.str() || undefined,
       };
-    case RecordType.Remove: {
-      const n = r.u32();
-      const ids: string[] = [];
-      for (let i = 0; i < n; i++) ids.push(r.str());
-      return { type, seq, ids };
-    }
+    case RecordType.Remove:
+      return { type, seq, ids: r.ids() };
     case RecordType.Key:
       return { type, seq, key: r.str(), id: r.str(), at: r.f64() };
     case RecordType.Purge:
@@ -446,6 +440,10 @@ class Writer {
     const written = i === s.length ? i : encoder.encodeInto(s, buf.subarray(start)).written;
     this.u16(written);
     this.pos += written;
+  }
+  ids(ids: string[]) {
+    this.u32(ids.length);
+    for (const id of ids) this.str(id);
   }
   bytes(b: Uint8Array) {
     this.u32(b.length);
@@ -534,6 +532,12 @@ class Reader {
       if (i === n) return String.fromCharCode.apply(null, codes);
     }
     return decoder.decode(buf.subarray(start, start + n));
+  }
+  ids(): string[] {
+    const n = this.u32();
+    const out: string[] = [];
+    for (let i = 0; i < n; i++) out.push(this.str());
+    return out;
   }
   bytes(): Uint8Array {
     const n = this.u32();
