@@ -104,8 +104,6 @@ interface TimedWaiter extends Waiter {
   topic: Topic;
 }
 
-const iso = isoTime;
-
 /** The broker: a registry of topics and the operations on them. */
 export class Broker {
   readonly topics = new Map<string, Topic>();
@@ -254,7 +252,7 @@ export class Broker {
         return {
           id: seen.id,
           topic: name,
-          timestamp: iso(seen.at),
+          timestamp: isoTime(seen.at),
           priority: PRIORITIES[orig?.priority ?? opts.priority ?? NORMAL]!,
           deduplicated: true,
         };
@@ -299,12 +297,12 @@ export class Broker {
     const result: PublishResult = {
       id: record.id,
       topic: name,
-      timestamp: iso(now),
+      timestamp: isoTime(now),
       priority: PRIORITIES[record.priority]!,
       deduplicated: false,
     };
-    if (record.dueAt) result.visible_at = iso(record.dueAt);
-    if (record.expiresAt) result.expires_at = iso(record.expiresAt);
+    if (record.dueAt) result.visible_at = isoTime(record.dueAt);
+    if (record.expiresAt) result.expires_at = isoTime(record.expiresAt);
     return result;
   }
 
@@ -399,7 +397,6 @@ export class Broker {
       visibilityMs: opts.visibilityMs ?? this.effective(topic).visibilityMs,
       peek: opts.peek ?? false,
     };
-    const peek = spec.peek;
     let taken = this.#take(topic, g, spec, now);
     if (!taken.length && timeoutMs > 0) {
       taken = await this.#park(topic, g, spec, now + timeoutMs, opts.signal);
@@ -408,7 +405,9 @@ export class Broker {
     const out = taken.map((d) =>
       messageJson(name, d.msg, d.retryCount, groupName || (d.msg.origin ?? ""), d.reason)
     );
-    if (opts.autoAck && !peek && taken[0]!.state !== State.Done) {
+    // A broadcast hands out deliveries that are already done: there is nothing to ack.
+    const broadcast = taken[0]!.state === State.Done;
+    if (opts.autoAck && !spec.peek && !broadcast) {
       const live = this.topics.get(name) === topic;
       if (live) await this.#ack(topic, g, taken.map((d) => d.msg.id), this.now()).durable;
     }
@@ -628,7 +627,7 @@ export class Broker {
     const { g, d } = this.#inFlight(name, group, id, "touch");
     const until = this.now() + byMs;
     g.touch(d, until);
-    return { id, topic: name, visible_at: iso(until) };
+    return { id, topic: name, visible_at: isoTime(until) };
   }
 
   // ---- dead letters, groups, purge, delete -------------------------------------------------
@@ -672,7 +671,7 @@ export class Broker {
     }
     const g = this.#getGroup(topic, group);
     await topic.wal.barrier();
-    return { topic: name, group, created_at: iso(g.createdAt) };
+    return { topic: name, group, created_at: isoTime(g.createdAt) };
   }
 
   /** Named groups of a topic. */
@@ -684,7 +683,7 @@ export class Broker {
       throw new BrokerError("not_found", `Cannot list groups of "${name}": no such topic`);
     }
     return [...topic.groups.values()].filter((g) => g.name !== DEFAULT_GROUP)
-      .map((g) => ({ topic: name, group: g.name, created_at: iso(g.createdAt) }));
+      .map((g) => ({ topic: name, group: g.name, created_at: isoTime(g.createdAt) }));
   }
 
   /** Empties a topic (groups and settings stay) and shrinks its WAL file. */

@@ -5,10 +5,6 @@ export class Heap<T> {
   #keys: number[] = [];
   #items: T[] = [];
 
-  get size(): number {
-    return this.#items.length;
-  }
-
   /** The smallest key, or Infinity when empty. */
   peekKey(): number {
     return this.#keys.length ? this.#keys[0]! : Infinity;

@@ -13,22 +13,12 @@ export type LogFields = Record<string, unknown>;
 
 /** A leveled JSON-lines logger; `write` is injectable so tests can capture lines. */
 export class Logger {
-  #min: number;
+  readonly #min: number;
   constructor(
     level: LogLevel = "info",
     readonly write: (line: string) => void = (line) => Deno.stderr.writeSync(encoder.encode(line)),
   ) {
     this.#min = RANK[level];
-  }
-
-  /** Changes the threshold at run time. */
-  setLevel(level: LogLevel): void {
-    this.#min = RANK[level];
-  }
-
-  /** True when lines of this level are written; guards costly field building. */
-  enabled(level: LogLevel): boolean {
-    return RANK[level] >= this.#min;
   }
 
   log(level: LogLevel, msg: string, fields?: LogFields): void {

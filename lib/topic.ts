@@ -11,7 +11,6 @@ import { type Delivery, State, StoredMessage } from "./message.ts";
 import type { Wal } from "./wal.ts";
 import {
   encodeRecord,
-  FRAME_HEADER_BYTES,
   type Policy,
   type PublishRecord,
   RecordType,
@@ -241,11 +240,6 @@ export class Topic {
     return first;
   }
 
-  /** Gets a group, or undefined. */
-  findGroup(name: string): Group | undefined {
-    return this.groups.get(name);
-  }
-
   /** Drops keys older than the window. */
   expireKeys(now: number): void {
     for (const [key, v] of this.keys) {
@@ -340,10 +334,5 @@ export class Topic {
       dueAt: 0,
       payload: msg.payload,
     });
-  }
-
-  /** Size of a frame for a record body of `bodyBytes`. */
-  static frameSize(bodyBytes: number): number {
-    return FRAME_HEADER_BYTES + bodyBytes;
   }
 }

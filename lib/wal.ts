@@ -8,7 +8,7 @@
  * every later append too, on purpose: the broker then reports itself unhealthy.
  */
 
-import type { FsyncMode } from "./config.ts";
+import { FSYNC_INTERVAL_MS, type FsyncMode } from "./config.ts";
 import type { Logger } from "./log.ts";
 import {
   checksumOk,
@@ -188,7 +188,7 @@ export class FileWal implements Wal {
     // A new file gets its header when it is opened, before its first batch.
     this.bytes = Math.max(size, FILE_HEADER_BYTES);
     if (opts.fsync === "interval") {
-      this.#timer = setInterval(() => this.#syncIfDirty(), 100);
+      this.#timer = setInterval(() => this.#syncIfDirty(), FSYNC_INTERVAL_MS);
     }
   }
 

@@ -43,11 +43,6 @@ const TITLE: Record<number, string> = {
   503: "Service Unavailable",
 };
 
-/** The HTTP status of an error code. */
-export function statusOf(code: ErrorCode): number {
-  return STATUS[code];
-}
-
 /** An RFC 9457 problem response for a BrokerError. */
 export function problem(
   err: BrokerError,
