@@ -171,8 +171,12 @@ export class Broker {
     return this.topics.get(name) ?? this.#create(name, {});
   }
 
+  /**
+   * Every topic counts toward BROKER_MAX_TOPICS except the dead-letter queue of a topic that
+   * exists: dead-lettering must always be able to create it, and it never outnumbers its topics.
+   */
   #countsTowardLimit(name: string): boolean {
-    return !name.endsWith(DLQ_SUFFIX);
+    return !(name.endsWith(DLQ_SUFFIX) && this.topics.has(name.slice(0, -DLQ_SUFFIX.length)));
   }
 
   #create(name: string, opts: TopicOptions): Topic {
@@ -734,14 +738,12 @@ export class Broker {
   /** Moves time to `now`: delays, TTLs, leases, idempotency keys, long-poll timeouts, compaction. */
   sweep(now: number): void {
     for (const topic of this.topics.values()) {
-      while (topic.expiry.peekKey() <= now) topic.expireIfDue(topic.expiry.pop()!, now);
-      for (const g of topic.groups.values()) {
-        for (const d of g.endedLeases(now)) this.#leaseEnded(topic, g, d, now);
-        g.promoteDue(now);
-        if (g.waiters.length && g.readyCount) this.#wake(topic, g, now);
+      try {
+        this.#sweepTopic(topic, now);
+      } catch (e) {
+        // A bug in one topic's sweep must not stop time for the others, nor kill the process.
+        this.log.error("sweep failed", { topic: topic.name, error: e });
       }
-      if (topic.keys.size) topic.expireKeys(now);
-      this.#maybeCompact(topic, now);
     }
     while (this.#waiterDeadlines.peekKey() <= now) {
       const w = this.#waiterDeadlines.pop()!;
@@ -752,6 +754,17 @@ export class Broker {
       if (i >= 0) list.splice(i, 1);
       w.settle([]);
     }
+  }
+
+  #sweepTopic(topic: Topic, now: number): void {
+    while (topic.expiry.peekKey() <= now) topic.expireIfDue(topic.expiry.pop()!, now);
+    for (const g of topic.groups.values()) {
+      for (const d of g.endedLeases(now)) this.#leaseEnded(topic, g, d, now);
+      g.promoteDue(now);
+      if (g.waiters.length && g.readyCount) this.#wake(topic, g, now);
+    }
+    if (topic.keys.size) topic.expireKeys(now);
+    this.#maybeCompact(topic, now);
   }
 
   #leaseEnded(topic: Topic, g: Group, d: Delivery, now: number): void {

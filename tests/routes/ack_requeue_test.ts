@@ -305,3 +305,24 @@ Deno.test("POST /api/queues/redrive moves the DLQ back with retry_count 0", asyn
     assert.equal(none.body.moved, 0);
   });
 });
+
+Deno.test("a topic named with 197-200 characters dead-letters on lease end and on requeue", async () => {
+  await withBroker({}, async (ctx) => {
+    for (const n of [197, 200]) {
+      const t = "S".repeat(n);
+      await publish(ctx, t, "by lease end");
+      for (let i = 0; i < 3; i++) {
+        assert.equal((await consume(ctx, t, "visibility=1ms")).retry_count, i);
+        await ctx.tick(10); // the lease ends; the third end moves it to `${t}.dlq`
+      }
+      await assertEmpty(ctx, t);
+      assert.equal((await consume(ctx, `${t}.dlq`, "peek=true")).payload_text, "by lease end");
+      const id = await deadLetter(ctx, t, "by requeue");
+      const dlq = await consume(ctx, `${t}.dlq`, "limit=10&peek=true");
+      assert.ok(dlq.some((m: Json) => m.id === id), `${n}: the requeued message reached the DLQ`);
+      const back = await ctx.call("POST", `/api/queues/redrive?queue=${t}.dlq`);
+      assert.equal(back.body.moved, 2, back.text);
+    }
+    assert.equal((await ctx.call("GET", "/healthz")).status, 200);
+  });
+});

@@ -196,3 +196,26 @@ Deno.test("a message acked by one group stays for the others", async () => {
     await assertEmpty(ctx, "keep", "group=fast");
   });
 });
+
+Deno.test("a .dlq topic counts toward BROKER_MAX_TOPICS unless its topic exists", async () => {
+  await withBroker({ maxTopics: 2 }, async (ctx) => {
+    await publish(ctx, "x1.dlq", "a");
+    await publish(ctx, "x2.dlq", "b");
+    assertProblem(
+      await ctx.call("POST", "/publish/x3.dlq", { body: "c" }),
+      403,
+      "topic_limit_reached",
+    );
+    assertProblem(await ctx.call("POST", "/publish/x1", { body: "c" }), 403, "topic_limit_reached");
+  });
+  await withBroker({ maxTopics: 1 }, async (ctx) => {
+    await publish(ctx, "jobs", "a");
+    // The dead-letter queue of an existing topic is always there for dead-lettering.
+    await publish(ctx, "jobs.dlq", "b");
+    assertProblem(
+      await ctx.call("POST", "/publish/other", { body: "c" }),
+      403,
+      "topic_limit_reached",
+    );
+  });
+});
