@@ -256,8 +256,12 @@ export function matchesFilter(
     cur = (cur as Record<string, unknown>)[part];
   }
   if (value === undefined) return true;
-  const text = typeof cur === "string" ? cur : JSON.stringify(cur);
-  return text === value;
+  if (typeof cur === "string") return cur === value;
+  try {
+    return JSON.stringify(cur) === value;
+  } catch {
+    return false; // nested too deep to write out: it cannot equal a query value
+  }
 }
 
 function startsWithObject(payload: Uint8Array): boolean {

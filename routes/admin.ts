@@ -7,15 +7,8 @@ import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
 import { DEFAULT_GROUP, type Topic } from "../lib/topic.ts";
 import type { Policy } from "../lib/wal_record.ts";
-import {
-  durationIn,
-  json,
-  needString,
-  optString,
-  parseIntIn,
-  queueParam,
-  readJson,
-} from "./http.ts";
+import { durationIn, json, needString, optString, parseIntIn, queueParam } from "./http.ts";
+import { readJson } from "./body.ts";
 import type { Ctx, Route } from "./router.ts";
 
 /** The topic resource of CONTRACT "Success answers". */

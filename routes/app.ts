@@ -6,6 +6,7 @@
 import type { Broker } from "../lib/broker.ts";
 import { BrokerError } from "../lib/errors.ts";
 import type { Logger } from "../lib/log.ts";
+import { cancelStalledReads } from "./body.ts";
 import { problem, Query } from "./http.ts";
 import { type Ctx, type Route, Router } from "./router.ts";
 import { publishRoutes } from "./publish.ts";
@@ -54,31 +55,38 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
   const log = opts.log ?? broker.log;
   let counter = 0;
   let inFlight = 0;
+  let stallCheckAt = 0;
 
   return async function handle(req: Request): Promise<Response> {
     const t0 = performance.now();
+    if (t0 >= stallCheckAt) {
+      stallCheckAt = t0 + 1_000;
+      cancelStalledReads(t0);
+    }
     const given = req.headers.get("x-request-id");
     const requestId = given && REQUEST_ID.test(given)
       ? given
       : `${PROCESS_ID}-${(++counter).toString(36)}`;
     inFlight++;
     let route: Route | undefined;
+    let path = "";
     let res: Response;
     try {
-      const url = req.url;
-      const start = url.indexOf("/", url.indexOf("//") + 2);
-      const q = url.indexOf("?", start);
-      const path = q < 0 ? url.slice(start) : url.slice(start, q);
+      const target = requestTarget(req);
+      path = target.path;
       if (broker.draining && path !== "/healthz") {
         throw new BrokerError("draining", "The broker is draining; retry on another node");
       }
       const m = router.match(req.method, path);
       if (!m) {
-        throw new BrokerError("not_found", `No route for ${req.method} ${path}`);
+        throw new BrokerError("not_found", `No route for ${req.method} ${shown(path)}`);
       }
       if ("allowed" in m) {
         res = problem(
-          new BrokerError("method_not_allowed", `Method ${req.method} is not allowed on ${path}`),
+          new BrokerError(
+            "method_not_allowed",
+            `Method ${shown(req.method)} is not allowed on ${shown(path)}`,
+          ),
           requestId,
           { allow: [...new Set(m.allowed)].join(", ") },
         );
@@ -87,7 +95,7 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
         const ctx: Ctx = {
           broker,
           params: m.params,
-          query: new Query(q < 0 ? "" : url.slice(q + 1)),
+          query: new Query(target.search),
           requestId,
           inFlight: () => inFlight,
         };
@@ -100,27 +108,65 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
         res.headers.set("x-request-id", requestId);
       }
     } catch (e) {
-      res = errorResponse(e, requestId, log, req);
+      res = errorResponse(e, requestId, log, req.method, path);
     } finally {
       inFlight--;
     }
     if (!req.bodyUsed && req.body && res.status >= 400) await discardBody(req);
     const seconds = (performance.now() - t0) / 1000;
-    for (const hook of after) hook(req, route, res, seconds, requestId);
+    for (const hook of after) {
+      try {
+        hook(req, route, res, seconds, requestId);
+      } catch (e) {
+        log.error("after-hook failed", { request_id: requestId, error: e });
+      }
+    }
     return res;
   };
 }
 
-/** Maps anything thrown to a problem response; unexpected errors are logged, never shown. */
-export function errorResponse(e: unknown, requestId: string, log: Logger, req: Request): Response {
+/** The path and query of a request; 400 when its URL cannot be read (a bad Host header). */
+function requestTarget(req: Request): { path: string; search: string } {
+  let url: string;
+  try {
+    url = req.url;
+  } catch {
+    throw new BrokerError("bad_request", "Cannot read the request URL: check the Host header");
+  }
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start < 0) return { path: "/", search: "" };
+  const q = url.indexOf("?", start);
+  return q < 0
+    ? { path: url.slice(start), search: "" }
+    : { path: url.slice(start, q), search: url.slice(q + 1) };
+}
+
+/** A value from the request for an error message: bounded, so a huge path stays out of logs. */
+function shown(v: string): string {
+  return v.length > 200 ? `${v.slice(0, 200)}…` : v;
+}
+
+/**
+ * Maps anything thrown to a problem response; unexpected errors are logged, never shown. It
+ * cannot throw itself: it is the last step before the runtime would answer a bare 500.
+ */
+function errorResponse(
+  e: unknown,
+  requestId: string,
+  log: Logger,
+  method: string,
+  path: string,
+): Response {
   if (e instanceof BrokerError) return problem(e, requestId);
-  log.error("unhandled error", {
-    request_id: requestId,
-    method: req.method,
-    path: new URL(req.url).pathname,
-    error: e instanceof Error ? `${e.name}: ${e.message}` : String(e),
-    stack: e instanceof Error ? e.stack : undefined,
-  });
+  try {
+    log.error("unhandled error", {
+      request_id: requestId,
+      method,
+      path: shown(path),
+      error: e instanceof Error ? `${e.name}: ${e.message}` : String(e),
+      stack: e instanceof Error ? e.stack : undefined,
+    });
+  } catch { /* the log line is lost; the answer still goes out */ }
   return problem(new BrokerError("internal", "Internal error; see the broker log"), requestId);
 }
 

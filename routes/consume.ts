@@ -8,7 +8,8 @@ import {
 } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
-import { durationIn, json, optString, readJson } from "./http.ts";
+import { readJson } from "./body.ts";
+import { durationIn, json, optString } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
 
 const MAX_BATCH_ACK = 10_000;

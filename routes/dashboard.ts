@@ -11,8 +11,8 @@ import {
   parseBool,
   parseIntIn,
   queueParam,
-  readJson,
 } from "./http.ts";
+import { readJson } from "./body.ts";
 import { parsePriority, publishOrBroadcast } from "./publish.ts";
 import type { Ctx, Route } from "./router.ts";
 

@@ -1,9 +1,9 @@
 /**
  * HTTP helpers shared by every route: the error-code → status map, RFC 9457 problem bodies,
- * bounded body reading, and query-parameter parsing that names the field and value on failure.
+ * and query-parameter and field parsing that names the field and value on failure.
  */
 
-import { MAX_JSON_BODY_BYTES, RETRY_AFTER_SECONDS } from "../lib/config.ts";
+import { RETRY_AFTER_SECONDS } from "../lib/config.ts";
 import { parseDuration } from "../lib/duration.ts";
 import { BrokerError, type ErrorCode } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
@@ -75,68 +75,11 @@ export function json(body: unknown, status = 200): Response {
   return Response.json(body, { status });
 }
 
-/**
- * Reads a request body up to `limit` bytes into memory from `alloc` (a payload slab, or a plain
- * buffer by default). Refuses a larger declared Content-Length at once, and stops reading (413)
- * as soon as the count passes the limit, so a huge body is never buffered.
- */
-export async function readBody(
-  req: Request,
-  limit: number,
-  alloc: (n: number) => Uint8Array = (n) => new Uint8Array(n),
-): Promise<Uint8Array> {
-  const declared = req.headers.get("content-length");
-  if (declared !== null && Number(declared) > limit) {
-    throw new BrokerError(
-      "payload_too_large",
-      `Body of ${declared} bytes is larger than the limit of ${limit} bytes`,
-    );
-  }
-  if (!req.body) return new Uint8Array(0);
-  const reader = req.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  try {
-    while (true) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      total += value.length;
-      if (total > limit) {
-        reader.cancel().catch(() => {});
-        throw new BrokerError(
-          "payload_too_large",
-          `Body is larger than the limit of ${limit} bytes`,
-        );
-      }
-      chunks.push(value);
-    }
-  } catch (e) {
-    if (e instanceof BrokerError) throw e;
-    throw new BrokerError("bad_request", `Cannot read the request body: ${(e as Error).message}`);
-  }
-  const out = alloc(total);
-  let pos = 0;
-  for (const c of chunks) {
-    out.set(c, pos);
-    pos += c.length;
-  }
-  return out;
-}
-
-/** Reads and parses a JSON object body; 400 `bad_request` naming the problem. */
-export async function readJson(req: Request): Promise<Record<string, unknown>> {
-  const bytes = await readBody(req, MAX_JSON_BODY_BYTES);
-  if (bytes.length === 0) throw new BrokerError("empty_body", "Expected a JSON object body");
-  let value: unknown;
-  try {
-    value = JSON.parse(new TextDecoder().decode(bytes));
-  } catch (e) {
-    throw new BrokerError("bad_request", `Malformed JSON body: ${(e as Error).message}`);
-  }
-  if (!value || typeof value !== "object" || Array.isArray(value)) {
-    throw new BrokerError("bad_request", "Expected a JSON object body");
-  }
-  return value as Record<string, unknown>;
+/** A request value for an error message: bounded, and never walked, so any JSON value is safe. */
+export function describe(v: unknown): string {
+  if (typeof v === "string") return JSON.stringify(v.length > 64 ? `${v.slice(0, 64)}…` : v);
+  if (v === null || typeof v !== "object") return String(v);
+  return Array.isArray(v) ? "an array" : "an object";
 }
 
 /** Query parameters, parsed lazily from the request URL. */
@@ -189,20 +132,24 @@ export function parseBool(v: unknown, name: string): boolean {
   if (v === false || v === "false" || v === "0" || v === 0) return false;
   throw new BrokerError(
     "invalid_parameter",
-    `Invalid ${name} "${String(v)}": expected true, false, 1 or 0`,
+    `Invalid ${name} ${describe(v)}: expected true, false, 1 or 0`,
   );
 }
 
-/** An integer in [min, max]; anything else is 400 invalid_parameter. */
+/** An integer in [min, max], as a JSON number or a string of digits; else 400 invalid_parameter. */
 export function parseIntIn(v: unknown, name: string, min: number, max: number): number {
-  const s = String(v);
-  if (!/^\d{1,10}$/.test(s) || Number(s) < min || Number(s) > max) {
+  const n = typeof v === "number"
+    ? v
+    : typeof v === "string" && /^\d{1,10}$/.test(v)
+    ? Number(v)
+    : NaN;
+  if (!Number.isInteger(n) || n < min || n > max) {
     throw new BrokerError(
       "invalid_parameter",
-      `Invalid ${name} "${s}": expected an integer from ${min} to ${max}`,
+      `Invalid ${name} ${describe(v)}: expected an integer from ${min} to ${max}`,
     );
   }
-  return Number(s);
+  return n;
 }
 
 /** A duration in [min, max] ms; a malformed one is invalid_duration, an out-of-range one too. */
@@ -210,14 +157,14 @@ export function durationIn(v: unknown, name: string, max: number, min = 0): numb
   if (typeof v !== "string") {
     throw new BrokerError(
       "invalid_duration",
-      `Invalid ${name} ${JSON.stringify(v)}: expected a string like 30s`,
+      `Invalid ${name} ${describe(v)}: expected a string like 30s`,
     );
   }
   const ms = parseDuration(v, name);
   if (ms > max || ms < min) {
     throw new BrokerError(
       "invalid_duration",
-      `Invalid ${name} "${v}": must be between ${min}ms and ${max}ms`,
+      `Invalid ${name} ${describe(v)}: must be between ${min}ms and ${max}ms`,
     );
   }
   return ms;
@@ -230,7 +177,7 @@ export function optString(body: Record<string, unknown>, name: string): string |
   if (typeof v !== "string") {
     throw new BrokerError(
       "invalid_parameter",
-      `Invalid ${name} ${JSON.stringify(v)}: expected a string`,
+      `Invalid ${name} ${describe(v)}: expected a string`,
     );
   }
   return v;

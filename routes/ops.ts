@@ -54,10 +54,17 @@ function clusterStatus(req: Request, { broker }: Ctx): Response {
     node_id: broker.nodeId,
     role: "leader",
     term: 0,
-    leader: new URL(req.url).host || null,
+    leader: hostOf(req),
     peers: [],
   });
 }
+
+/** The Host the caller used, when it looks like an authority (it is the client's to set). */
+function hostOf(req: Request): string | null {
+  const host = req.headers.get("host");
+  return host && HOST.test(host) ? host : null;
+}
+const HOST = /^[A-Za-z0-9.\-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
 
 async function metrics(_req: Request, { broker }: Ctx): Promise<Response> {
   const m = Metrics.of(broker);

@@ -6,7 +6,8 @@ import { BrokerError } from "../lib/errors.ts";
 import { PRIORITIES } from "../lib/message.ts";
 import { allocPayload } from "../lib/slab.ts";
 import { checkName } from "../lib/names.ts";
-import { json, readBody } from "./http.ts";
+import { readBody } from "./body.ts";
+import { describe, json } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
 
 const MAX_KEY_LENGTH = 256;
@@ -19,7 +20,7 @@ export function parsePriority(v: unknown): number | undefined {
   if (i < 0) {
     throw new BrokerError(
       "invalid_parameter",
-      `Invalid priority ${JSON.stringify(v)}: expected high, normal or low`,
+      `Invalid priority ${describe(v)}: expected high, normal or low`,
     );
   }
   return i;

@@ -208,3 +208,70 @@ export class Failures {
     assert.equal(this.list.length, 0, `\n${this.list.join("\n")}`);
   }
 }
+
+/** One HTTP answer read off a raw socket. */
+export interface RawRes {
+  status: number;
+  headers: Map<string, string>;
+  body: string;
+}
+
+/**
+ * Sends `request` as-is on a new TCP connection (for what fetch cannot send: a bad Host, a body
+ * that stops half-way) and reads one answer. `whileOpen` runs after the bytes are sent and
+ * before the answer is read.
+ */
+export async function rawRequest(
+  base: string,
+  request: string,
+  whileOpen?: () => void | Promise<void>,
+): Promise<RawRes> {
+  const port = Number(new URL(base).port);
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  try {
+    await conn.write(new TextEncoder().encode(request));
+    await whileOpen?.();
+    let buf = new Uint8Array(0);
+    const chunk = new Uint8Array(64 * 1024);
+    const text = () => new TextDecoder().decode(buf);
+    let headEnd = -1;
+    let length = 0;
+    while (true) {
+      if (headEnd < 0) headEnd = text().indexOf("\r\n\r\n");
+      if (headEnd >= 0) {
+        length = Number(/\r\ncontent-length: *(\d+)/i.exec(text().slice(0, headEnd))?.[1] ?? 0);
+        if (buf.length >= headEnd + 4 + length) break;
+      }
+      const n = await conn.read(chunk);
+      if (n === null) break;
+      const next = new Uint8Array(buf.length + n);
+      next.set(buf);
+      next.set(chunk.subarray(0, n), buf.length);
+      buf = next;
+    }
+    const all = text();
+    const [statusLine = "", ...lines] = all.slice(0, headEnd < 0 ? all.length : headEnd)
+      .split("\r\n");
+    const headers = new Map<string, string>();
+    for (const l of lines) {
+      const i = l.indexOf(":");
+      if (i > 0) headers.set(l.slice(0, i).toLowerCase(), l.slice(i + 1).trim());
+    }
+    return {
+      status: Number(statusLine.split(" ")[1] ?? 0),
+      headers,
+      body: headEnd < 0 ? "" : all.slice(headEnd + 4, headEnd + 4 + length),
+    };
+  } finally {
+    conn.close();
+  }
+}
+
+/** Asserts a raw answer is an RFC 9457 problem with `status` and `code`, and an X-Request-Id. */
+export function assertRawProblem(res: RawRes, status: number, code: string): void {
+  const what = `${status} ${code} expected, got ${res.status}: ${res.body}`;
+  assert.equal(res.status, status, what);
+  assert.match(res.headers.get("content-type") ?? "", /^application\/problem\+json/, what);
+  assert.equal(JSON.parse(res.body).code, code, what);
+  assert.ok(res.headers.get("x-request-id"), `X-Request-Id missing: ${what}`);
+}
