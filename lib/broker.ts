@@ -9,6 +9,7 @@ import {
   type Config,
   DLQ_SUFFIX,
   IDEMPOTENCY_WINDOW_MS,
+  MAX_ANSWER_PAYLOAD_BYTES,
   MAX_PAYLOAD_BYTES,
   MAX_PEEK,
   VERSION,
@@ -381,8 +382,17 @@ export class Broker {
 
   // ---- consume -----------------------------------------------------------------------------
 
-  /** Takes (or peeks at) up to `limit` messages, long-polling up to `timeoutMs` when empty. */
-  async consume(name: string, opts: ConsumeOptions = {}): Promise<MessageJson[]> {
+  /**
+   * Takes (or peeks at) up to `limit` messages, long-polling up to `timeoutMs` when empty, and
+   * returns what `handOver` makes of them (by default the messages themselves). Nothing is
+   * acked (auto_ack) before `handOver` has returned: when it throws, what was taken is put
+   * back as it was, and the error goes to the caller.
+   */
+  async consume<T = MessageJson[]>(
+    name: string,
+    opts: ConsumeOptions = {},
+    handOver: (messages: MessageJson[]) => T = (m) => m as unknown as T,
+  ): Promise<T> {
     this.#gate();
     checkName(name, "topic");
     const groupName = opts.group ?? DEFAULT_GROUP;
@@ -390,7 +400,7 @@ export class Broker {
     const timeoutMs = opts.timeoutMs ?? 0;
     let topic = this.topics.get(name);
     if (!topic) {
-      if (!timeoutMs) return [];
+      if (!timeoutMs) return handOver([]);
       topic = this.getTopic(name); // a consumer may wait for a topic's first message
     }
     const g = this.#getGroup(topic, groupName);
@@ -405,17 +415,26 @@ export class Broker {
     if (!taken.length && timeoutMs > 0) {
       taken = await this.#park(topic, g, spec, now + timeoutMs, opts.signal);
     }
-    if (!taken.length) return [];
-    const out = taken.map((d) =>
-      messageJson(name, d.msg, d.retryCount, groupName || (d.msg.origin ?? ""), d.reason)
-    );
     // A broadcast hands out deliveries that are already done: there is nothing to ack.
-    const broadcast = taken[0]!.state === State.Done;
-    if (opts.autoAck && !spec.peek && !broadcast) {
-      const live = this.topics.get(name) === topic;
-      if (live) await this.#ack(topic, g, taken.map((d) => d.msg.id), this.now()).durable;
+    const leased = taken.length > 0 && !spec.peek && taken[0]!.state !== State.Done;
+    let answer: T;
+    try {
+      answer = handOver(
+        taken.map((d) =>
+          messageJson(name, d.msg, d.retryCount, groupName || (d.msg.origin ?? ""), d.reason)
+        ),
+      );
+    } catch (e) {
+      if (leased && this.topics.get(name) === topic) {
+        g.unlease(taken);
+        topic.counters.delivered -= taken.length;
+      }
+      throw e;
     }
-    return out;
+    if (opts.autoAck && leased && this.topics.get(name) === topic) {
+      await this.#ack(topic, g, taken.map((d) => d.msg.id), this.now()).durable;
+    }
+    return answer;
   }
 
   #getGroup(topic: Topic, name: string): Group {
@@ -430,7 +449,13 @@ export class Broker {
   }
 
   #take(topic: Topic, g: Group, spec: TakeSpec, now: number): Delivery[] {
-    const taken = g.take(spec.limit, spec.filter, (d) => topic.expireIfDue(d.msg, now), spec.peek);
+    const taken = g.take(
+      spec.limit,
+      spec.filter,
+      (d) => topic.expireIfDue(d.msg, now),
+      spec.peek,
+      MAX_ANSWER_PAYLOAD_BYTES,
+    );
     if (!spec.peek) {
       for (const d of taken) g.lease(d, now + spec.visibilityMs);
       topic.counters.delivered += taken.length;

@@ -15,6 +15,12 @@ export const IDEMPOTENCY_WINDOW_MS = 5 * 60_000;
 export const MAX_ATTEMPTS = 3;
 /** Messages returned by the dashboard peek. */
 export const MAX_PEEK = 10;
+/**
+ * Payload bytes one consume or peek answer carries at most (it always carries one message), so
+ * an answer stays bounded whatever `limit` asks: at most ~6 MiB of JSON for 4 MiB of binary
+ * payloads, ~30 MiB in the worst case of escaped text.
+ */
+export const MAX_ANSWER_PAYLOAD_BYTES = 4 * 1024 * 1024;
 /** Largest `limit` of one consume. */
 export const MAX_CONSUME_LIMIT = 1000;
 /** Longest long-poll `timeout`. */

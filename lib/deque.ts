@@ -14,6 +14,12 @@ export class Deque<T> {
     this.#items.push(item);
   }
 
+  /** Puts an item back at the head. */
+  unshift(item: T): void {
+    if (this.#head > 0) this.#items[--this.#head] = item;
+    else this.#items.unshift(item);
+  }
+
   /** The item at position `i` from the head, without removing it. */
   at(i: number): T | undefined {
     return this.#items[this.#head + i];

@@ -123,43 +123,59 @@ export class Group {
   }
 
   /**
-   * Takes up to `limit` ready deliveries, highest priority first, FIFO within a priority.
-   * `isExpired` lets the topic drop expired messages met on the way. Filtered takes scan.
+   * Takes up to `limit` ready deliveries, highest priority first, FIFO within a priority, and
+   * stops before the payloads would pass `maxBytes` (the first one is always taken), so one
+   * answer stays bounded. `isExpired` lets the topic drop expired messages met on the way.
+   * Filtered takes and peeks scan.
    */
   take(
     limit: number,
     filter: ((payload: Uint8Array) => boolean) | undefined,
     isExpired: (d: Delivery) => boolean,
     peek = false,
+    maxBytes = Infinity,
   ): Delivery[] {
     const out: Delivery[] = [];
+    let bytes = 0;
+    const fits = (d: Delivery) => out.length === 0 || bytes + d.msg.payloadBytes <= maxBytes;
     for (const q of this.ready) {
-      if (!filter && !peek) {
-        while (out.length < limit) {
-          const d = q.shift();
-          if (!d) break;
-          if (d.state !== State.Ready || isExpired(d)) continue;
-          out.push(d);
+      for (let i = 0; i < q.length && out.length < limit;) {
+        const d = q.at(i)!;
+        if (d.state !== State.Ready || isExpired(d)) {
+          q.removeAt(i);
+          continue;
         }
-      } else {
-        for (let i = 0; i < q.length && out.length < limit;) {
-          const d = q.at(i)!;
-          if (d.state !== State.Ready || isExpired(d)) {
-            q.removeAt(i);
-            continue;
-          }
-          if (filter && !filter(d.msg.payload)) {
-            i++;
-            continue;
-          }
-          out.push(d);
-          if (peek) i++;
-          else q.removeAt(i);
+        if (filter && !filter(d.msg.payload)) {
+          i++;
+          continue;
         }
+        // Past the budget nothing lower in order may be taken either: priority and FIFO hold.
+        if (!fits(d)) return out;
+        bytes += d.msg.payloadBytes;
+        out.push(d);
+        if (peek) i++;
+        else q.removeAt(i);
       }
       if (out.length >= limit) break;
     }
     return out;
+  }
+
+  /**
+   * Puts leased deliveries back at the head of their queues, in the order given, without
+   * counting an attempt: an answer that could not be handed over. Leases are not durable, so
+   * this needs no record.
+   */
+  unlease(ds: Delivery[]): void {
+    for (let i = ds.length - 1; i >= 0; i--) {
+      const d = ds[i]!;
+      if (d.state !== State.InFlight) continue;
+      this.inFlightCount--;
+      d.state = State.Ready;
+      d.lease++; // its lease-heap entry goes stale
+      this.readyCount++;
+      this.ready[d.msg.priority]!.unshift(d);
+    }
   }
 
   /** Moves delayed deliveries whose time has come to ready; returns how many. */

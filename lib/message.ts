@@ -106,6 +106,11 @@ export class StoredMessage {
     if (this.rest?.length === 0) this.rest = undefined;
   }
 
+  /** Length of the payload in bytes. */
+  get payloadBytes(): number {
+    return this.#length;
+  }
+
   /** The payload bytes (a fresh view of the shared slab each call: keep it in a local). */
   get payload(): Uint8Array {
     return new Uint8Array(this.#buffer, this.#offset, this.#length);

@@ -9,7 +9,7 @@ import {
 import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
 import { readJson } from "./body.ts";
-import { durationIn, json, optString } from "./http.ts";
+import { durationIn, json, jsonText, optString } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
 
 const MAX_BATCH_ACK = 10_000;
@@ -28,7 +28,8 @@ async function consume(req: Request, ctx: Ctx): Promise<Response> {
   if (filterVal !== undefined && filterVal !== "" && !filterKey) {
     throw new BrokerError("invalid_parameter", "filter_val needs filter_key");
   }
-  const messages = await ctx.broker.consume(topic, {
+  // The body is built before anything is acked: a message the answer cannot carry stays held.
+  const body = await ctx.broker.consume(topic, {
     group: group(ctx),
     limit,
     timeoutMs: query.duration("timeout", MAX_LONG_POLL_MS),
@@ -38,11 +39,13 @@ async function consume(req: Request, ctx: Ctx): Promise<Response> {
     filterVal: filterKey && filterVal !== undefined && filterVal !== "" ? filterVal : undefined,
     visibilityMs: query.duration("visibility", MAX_VISIBILITY_MS, 1),
     signal: req.signal,
+  }, (messages) => {
+    if (!messages.length) {
+      throw new BrokerError("queue_empty", `No message available in "${topic}"`);
+    }
+    return JSON.stringify(limit === 1 ? messages[0] : messages);
   });
-  if (!messages.length) {
-    throw new BrokerError("queue_empty", `No message available in "${topic}"`);
-  }
-  return json(limit === 1 ? messages[0] : messages);
+  return jsonText(body);
 }
 
 async function ackOne(_req: Request, ctx: Ctx): Promise<Response> {
@@ -99,7 +102,7 @@ function touch(_req: Request, ctx: Ctx): Response {
 }
 
 export const consumeRoutes: Route[] = [
-  { method: "GET", pattern: "/consume/:topic", scope: "consume", handler: consume },
+  { method: "GET", pattern: "/consume/:topic", scope: "consume", handler: consume, mutates: true },
   { method: "POST", pattern: "/ack/:topic", scope: "consume", handler: ackBatch },
   { method: "POST", pattern: "/ack/:topic/:id", scope: "consume", handler: ackOne },
   { method: "POST", pattern: "/requeue", scope: "consume", handler: requeue },

@@ -6,6 +6,7 @@ import { checkName } from "../lib/names.ts";
 import {
   durationIn,
   json,
+  jsonText,
   needString,
   optString,
   parseBool,
@@ -42,12 +43,14 @@ async function consume(req: Request, ctx: Ctx): Promise<Response> {
   const group = optString(body, "group") ?? "";
   // A person pressing "consume" takes the message: acked on delivery unless asked otherwise.
   const autoAck = body.auto_ack === undefined ? true : parseBool(body.auto_ack, "auto_ack");
-  const [message] = await ctx.broker.consume(queue, {
+  const answer = await ctx.broker.consume(queue, {
     group: group ? checkName(group, "group") : "",
     autoAck,
+  }, ([message]) => {
+    if (!message) throw new BrokerError("queue_empty", `No message available in "${queue}"`);
+    return JSON.stringify(message);
   });
-  if (!message) throw new BrokerError("queue_empty", `No message available in "${queue}"`);
-  return json(message);
+  return jsonText(answer);
 }
 
 function peek(_req: Request, ctx: Ctx): Response {

@@ -75,6 +75,12 @@ export function json(body: unknown, status = 200): Response {
   return Response.json(body, { status });
 }
 
+/** A 200 answer whose JSON body is already serialized. */
+export function jsonText(body: string, status = 200): Response {
+  return new Response(body, { status, headers: JSON_HEADERS });
+}
+const JSON_HEADERS = { "content-type": "application/json" };
+
 /** A request value for an error message: bounded, and never walked, so any JSON value is safe. */
 export function describe(v: unknown): string {
   if (typeof v === "string") return JSON.stringify(v.length > 64 ? `${v.slice(0, 64)}…` : v);

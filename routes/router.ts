@@ -28,6 +28,8 @@ export interface Route {
   pattern: string;
   scope: Scope;
   handler: Handler;
+  /** A GET that changes state (consume takes messages): HEAD is refused with 405, not run. */
+  mutates?: true;
 }
 
 interface Compiled extends Route {
@@ -55,7 +57,7 @@ export class Router {
     for (const r of this.#routes) {
       const params = matchSegments(r.segments, parts);
       if (!params) continue;
-      if (r.method === method || (method === "HEAD" && r.method === "GET")) {
+      if (r.method === method || (method === "HEAD" && r.method === "GET" && !r.mutates)) {
         return { route: r, params };
       }
       allowed.push(r.method);

@@ -205,3 +205,23 @@ Deno.test("Compaction encoding in chunks while acks, requeues and publishes run 
   await again.broker.close();
   await Deno.remove(t.dir, { recursive: true });
 });
+
+Deno.test("Broker.consume() acks nothing and puts messages back when handOver throws", async () => {
+  const t = await open({ dataDir: ":memory:" });
+  const b = t.broker;
+  for (const s of ["a", "b", "c"]) await b.publish("h", bytes(s), { priority: s === "c" ? 0 : 1 });
+  await assertRejects(() =>
+    b.consume("h", { limit: 2, autoAck: true }, () => {
+      throw new RangeError("Invalid string length");
+    })
+  );
+  const g = b.findTopic("h")!.defaultGroup;
+  assertEquals([g.readyCount, g.inFlightCount], [3, 0]);
+  assertEquals(b.findTopic("h")!.counters.delivered, 0);
+  // Same order and attempts as before the failed hand-over: c (high) then a, b.
+  const again = await b.consume("h", { limit: 3, autoAck: true });
+  assertEquals(again.map(text), ["c", "a", "b"]);
+  assertEquals(again.map((m) => m.retry_count), [0, 0, 0]);
+  assertEquals(g.held, 0);
+  await b.close();
+});

@@ -265,3 +265,26 @@ Deno.test("GET /consume messages carry the contract fields", async () => {
     assert.equal(Date.parse(m.expires_at) - Date.parse(m.timestamp), 3_600_000);
   });
 });
+
+Deno.test("GET /consume answers at most 4 MiB of payload, and acks only what it answered", async () => {
+  await withBroker({ dataDir: ":memory:" }, async (ctx) => {
+    const big = new Uint8Array(2 * 1024 * 1024).fill(0x41);
+    for (let i = 0; i < 40; i++) {
+      big[0] = 0x30 + (i % 10);
+      await publish(ctx, "big", big.slice());
+    }
+    let taken = 0;
+    while (taken < 40) {
+      const got = await consume(ctx, "big", "limit=40&auto_ack=true");
+      assert.ok(Array.isArray(got) && got.length >= 1 && got.length <= 2, `${got.length} taken`);
+      taken += got.length;
+      const q = (await ctx.call("GET", "/api/queues")).body[0];
+      assert.equal(q.depth + q.in_flight, 40 - taken, "what was not answered is still held");
+      assert.equal(q.in_flight, 0, "nothing is left leased");
+    }
+    await assertEmpty(ctx, "big");
+    for (let i = 0; i < 3; i++) await publish(ctx, "big", big.slice());
+    const peeked = await consume(ctx, "big", "peek=true&limit=1000");
+    assert.equal(peeked.length, 2, "a peek is bounded too");
+  });
+});
