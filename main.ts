@@ -114,14 +114,78 @@ function listen(
   log: Logger,
   handler: Deno.ServeHandler,
   onListen: (addr: Deno.NetAddr) => void,
-): Deno.HttpServer {
+): Listener {
+  let server: Deno.HttpServer;
   try {
-    return Deno.serve({ hostname: config.host, port: config.port, onListen }, handler);
+    server = Deno.serve({ hostname: config.host, port: config.port, onListen }, handler);
   } catch (e) {
     const error = (e as Error).message;
     log.error("cannot listen", { address: config.host, port: config.port, error });
     console.error(`ferry: cannot listen on ${config.host}:${config.port}: ${error}`);
     Deno.exit(1);
+  }
+  return new Listener(
+    server,
+    { hostname: config.host, port: (server.addr as Deno.NetAddr).port },
+    handler,
+    log,
+  );
+}
+
+/** Longest wait between attempts to listen again after the accept loop failed. */
+const RELISTEN_MAX_MS = 5_000;
+
+/**
+ * Keeps the broker listening. Deno.serve's accept loop ends for good when accept() fails (no
+ * file descriptor left: too many clients holding connections), and the process would then serve
+ * nobody; this listens again on the same address, backing off, until it succeeds.
+ */
+class Listener {
+  #stopping = false;
+  readonly finished: Promise<void>;
+
+  constructor(
+    public server: Deno.HttpServer,
+    readonly addr: { hostname: string; port: number },
+    readonly handler: Deno.ServeHandler,
+    readonly log: Logger,
+  ) {
+    this.finished = this.#watch();
+  }
+
+  async #watch(): Promise<void> {
+    let waitMs = 100;
+    while (true) {
+      try {
+        await this.server.finished;
+        return;
+      } catch (e) {
+        if (this.#stopping) return;
+        this.log.error("stopped accepting connections; listening again", {
+          error: (e as Error).message,
+          retry_ms: waitMs,
+        });
+      }
+      while (!this.#stopping) {
+        await new Promise((res) => setTimeout(res, waitMs));
+        waitMs = Math.min(waitMs * 2, RELISTEN_MAX_MS);
+        try {
+          this.server = Deno.serve({ ...this.addr, onListen: () => {} }, this.handler);
+          this.log.info("listening again", this.addr);
+          waitMs = 100;
+          break;
+        } catch (e) {
+          this.log.error("cannot listen yet", { error: (e as Error).message, retry_ms: waitMs });
+        }
+      }
+      if (this.#stopping) return;
+    }
+  }
+
+  /** Stops accepting and waits for the requests under way. */
+  shutdown(): Promise<void> {
+    this.#stopping = true;
+    return this.server.shutdown();
   }
 }
 

@@ -56,6 +56,8 @@ export interface ChildBroker {
   process: Deno.ChildProcess;
   /** Every stderr line the child has printed so far. */
   logs: string[];
+  /** Resolves with the first log line from line `from` on whose `msg` is `msg`. */
+  logged(msg: string, from?: number): Promise<string>;
   /** Resolves with the exit status. */
   exited: Promise<Deno.CommandStatus>;
   kill(signal?: Deno.Signal): void;
@@ -66,17 +68,37 @@ export interface ChildBroker {
  * The caller kills it; the data dir is the caller's too.
  */
 export async function spawnBroker(
-  opts: { dataDir: string; env?: Record<string, string>; args?: string[] },
+  opts: {
+    dataDir: string;
+    env?: Record<string, string>;
+    args?: string[];
+    /** Open files the process may hold (through util-linux `prlimit`). */
+    fdLimit?: number;
+  },
 ): Promise<ChildBroker> {
   const mainTs = new URL("../../main.ts", import.meta.url).pathname;
-  const process = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", mainTs, "--port", "0", "--data-dir", opts.dataDir, ...(opts.args ?? [])],
+  const run = [
+    "run",
+    "-A",
+    mainTs,
+    "--port",
+    "0",
+    "--data-dir",
+    opts.dataDir,
+    ...(opts.args ?? []),
+  ];
+  const [cmd, args] = opts.fdLimit === undefined
+    ? [Deno.execPath(), run]
+    : ["prlimit", [`--nofile=${opts.fdLimit}`, Deno.execPath(), ...run]];
+  const process = new Deno.Command(cmd, {
+    args,
     env: { NO_COLOR: "1", ...opts.env },
     stdin: "null",
     stdout: "null",
     stderr: "piped",
   }).spawn();
   const logs: string[] = [];
+  const waiting = new Map<string, ((line: string) => void)[]>();
   let resolveListen!: (port: number) => void;
   let rejectListen!: (e: Error) => void;
   const listening = new Promise<number>((res, rej) => {
@@ -97,6 +119,8 @@ export async function spawnBroker(
         try {
           const rec = JSON.parse(line);
           if (rec.msg === "listening") resolveListen(rec.port);
+          for (const fn of waiting.get(rec.msg) ?? []) fn(line);
+          waiting.delete(rec.msg);
         } catch { /* not JSON */ }
       }
     }
@@ -110,6 +134,11 @@ export async function spawnBroker(
     process,
     logs,
     exited,
+    logged(msg: string, from = 0) {
+      const seen = logs.slice(from).find((l) => l.includes(`"msg":${JSON.stringify(msg)}`));
+      if (seen) return Promise.resolve(seen);
+      return new Promise((res) => waiting.set(msg, [...(waiting.get(msg) ?? []), res]));
+    },
     kill(signal: Deno.Signal = "SIGKILL") {
       try {
         process.kill(signal);

@@ -32,8 +32,9 @@ export async function start(
   dataDir: string,
   env: Record<string, string> = {},
   args: string[] = [],
+  fdLimit?: number,
 ): Promise<ChildBroker> {
-  const child = await spawnBroker({ dataDir, env, args });
+  const child = await spawnBroker({ dataDir, env, args, fdLimit });
   running.add(child);
   return child;
 }

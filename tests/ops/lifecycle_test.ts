@@ -126,3 +126,40 @@ Deno.test("a port in use stops start-up with a clear line; BROKER_LOG_LEVEL filt
     taken.close();
   }
 });
+
+Deno.test({
+  name: "clients holding every file descriptor stop accepts; once they go the broker listens again",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withDataDir(async (dir) => {
+      const child = await start(dir, {}, [], 256);
+      const held: Deno.Conn[] = [];
+      try {
+        // Connect until the broker stops accepting: its accept() failed with EMFILE.
+        for (let i = 0; i < 400; i++) {
+          try {
+            held.push(await Deno.connect({ hostname: "127.0.0.1", port: child.port }));
+          } catch {
+            break;
+          }
+        }
+        await child.logged("stopped accepting connections; listening again");
+      } finally {
+        for (const c of held) c.close();
+      }
+      // Publish once the broker listens again; a refused connection means a retry is pending.
+      for (let attempt = 1;; attempt++) {
+        const from = child.logs.length;
+        const res = await fetch(`${child.url}/publish/after`, { method: "POST", body: "x" })
+          .catch(() => undefined);
+        if (res) {
+          assert.equal(res.status, 201, await res.text());
+          break;
+        }
+        assert.ok(attempt < 10, `still not listening: ${child.logs.slice(-3)}`);
+        await child.logged("listening again", from);
+      }
+      await stop(child, "SIGTERM");
+    }),
+});
