@@ -42,7 +42,8 @@ import {
   zeroCounters,
 } from "./topic.ts";
 import { uuidv7 } from "./uuid.ts";
-import { FileWal, MemoryWal, replayFile, type Wal } from "./wal.ts";
+import { FileWal, MemoryWal, type Wal } from "./wal.ts";
+import { replayFile } from "./wal_replay.ts";
 import { type Policy, type PublishRecord, RecordType } from "./wal_record.ts";
 
 /** How often the sweep runs when the broker keeps its own time. */
@@ -891,8 +892,9 @@ export class Broker {
     const names: string[] = [];
     for await (const e of Deno.readDir(dir)) {
       if (!e.isFile) continue;
-      if (e.name.endsWith(".wal.compact")) {
-        await Deno.remove(`${dir}/${e.name}`); // an interrupted compaction; the .wal is intact
+      if (e.name.endsWith(".wal.compact") || e.name.endsWith(".wal.salvage")) {
+        // An interrupted compaction or salvage: the .wal it was to replace is intact.
+        await Deno.remove(`${dir}/${e.name}`);
         continue;
       }
       if (!e.name.endsWith(".wal")) continue;

@@ -1,6 +1,6 @@
 /**
- * @module One topic's WAL file: a group-commit writer, replay with torn-tail cutting, and the
- * compaction swap. Record layout is in wal_record.ts.
+ * @module One topic's WAL file: a group-commit writer and the compaction swap. Record layout
+ * is in wal_record.ts, start-up replay in wal_replay.ts.
  *
  * Group commit: append() queues a frame and returns the promise of its batch. One flush at a
  * time takes every queued frame, writes them with one write and (fsync=always) one fdatasync,
@@ -11,21 +11,14 @@
 import { FSYNC_INTERVAL_MS, type FsyncMode } from "./config.ts";
 import type { Logger } from "./log.ts";
 import {
-  checksumOk,
-  decodeRecordAt,
   encodeRecordInto,
   FILE_HEADER_BYTES,
-  FILE_VERSION,
   fileHeader,
-  FRAME_HEADER_BYTES,
   frameSize,
-  MAX_RECORD_BYTES,
-  readFileHeader,
   type WalRecord,
 } from "./wal_record.ts";
 
 const RESOLVED: Promise<void> = Promise.resolve();
-const READ_CHUNK_BYTES = 8 * 1024 * 1024;
 const WRITE_CHUNK_BYTES = 8 * 1024 * 1024;
 
 interface Deferred {
@@ -441,121 +434,4 @@ function sum(batches: Batch[]): number {
 function joinBatches(batches: Batch[]): Uint8Array {
   if (batches.length === 1) return batches[0]!.buf.subarray(0, batches[0]!.bytes);
   return concat(batches.map((b) => b.buf.subarray(0, b.bytes)), sum(batches));
-}
-
-/** What replay found in one file. */
-export interface ReplayResult {
-  records: number;
-  /** Bytes of whole, valid records including the header; the file is cut to this. */
-  validBytes: number;
-  /** Why the tail was cut, when it was. */
-  cut?: string;
-  cutBytes?: number;
-}
-
-/**
- * Reads a WAL file record by record. Stops at a torn or corrupt tail and cuts the file there
- * (logging it); throws on a file or record version it does not know, so nothing is lost silently.
- * Payloads handed to `apply` are views into a reused buffer: copy what you keep.
- */
-export async function replayFile(
-  path: string,
-  apply: (record: WalRecord, frameBytes: number) => void,
-  log: Logger,
-): Promise<ReplayResult> {
-  const file = await Deno.open(path, { read: true, write: true });
-  try {
-    const size = (await file.stat()).size;
-    let buf = new Uint8Array(Math.min(READ_CHUNK_BYTES, Math.max(size, FILE_HEADER_BYTES)));
-    let view = new DataView(buf.buffer);
-    let len = 0; // bytes of buf holding unread data
-    let offset = 0; // file offset of buf[0]
-    let eof = false;
-    const fill = async () => {
-      while (len < buf.length && !eof) {
-        const n = await file.read(buf.subarray(len));
-        if (n === null) eof = true;
-        else len += n;
-      }
-    };
-    await fill();
-    if (len === 0) return { records: 0, validBytes: 0 };
-    const version = readFileHeader(buf.subarray(0, len));
-    if (typeof version === "string") {
-      if (len < FILE_HEADER_BYTES) {
-        // A crash while the file was being created: nothing in it was ever acknowledged.
-        log.warn("WAL tail cut off", { path, reason: version, valid_bytes: 0, cut_bytes: len });
-        await file.truncate(0);
-        return { records: 0, validBytes: 0, cut: version, cutBytes: len };
-      }
-      throw new Error(`Cannot replay ${path}: ${version}`);
-    }
-    if (version !== FILE_VERSION) {
-      throw new Error(`Cannot replay ${path}: unknown WAL format version ${version}`);
-    }
-    let pos = FILE_HEADER_BYTES;
-    let records = 0;
-    let cut: string | undefined;
-    while (true) {
-      if (
-        len - pos < FRAME_HEADER_BYTES || len - pos < FRAME_HEADER_BYTES + frameLength(buf, pos)
-      ) {
-        if (eof) {
-          if (len > pos) cut = "torn record at the end of the file";
-          break;
-        }
-        // Move the partial frame to the front and read more; grow for a large record.
-        const need = len - pos >= FRAME_HEADER_BYTES
-          ? FRAME_HEADER_BYTES + frameLength(buf, pos)
-          : FRAME_HEADER_BYTES;
-        if (need > FRAME_HEADER_BYTES + MAX_RECORD_BYTES) {
-          cut = `record length ${need} is impossible`;
-          break;
-        }
-        const next = need > buf.length ? new Uint8Array(need) : buf;
-        next.set(buf.subarray(pos, len), 0);
-        offset += pos;
-        len -= pos;
-        pos = 0;
-        if (next !== buf) view = new DataView(next.buffer);
-        buf = next;
-        await fill();
-        continue;
-      }
-      const bodyLen = frameLength(buf, pos);
-      if (bodyLen > MAX_RECORD_BYTES || bodyLen < 10) {
-        cut = `record length ${bodyLen} is impossible`;
-        break;
-      }
-      const crc = view.getUint32(pos + 4, true);
-      const start = pos + FRAME_HEADER_BYTES, end = start + bodyLen;
-      if (!checksumOk(crc, buf.subarray(start, end))) {
-        cut = "checksum mismatch";
-        break;
-      }
-      apply(decodeRecordAt(buf, view, start, end), FRAME_HEADER_BYTES + bodyLen);
-      records++;
-      pos += FRAME_HEADER_BYTES + bodyLen;
-    }
-    const validBytes = offset + pos;
-    if (cut) {
-      const cutBytes = size - validBytes;
-      log.warn("WAL tail cut off", {
-        path,
-        reason: cut,
-        valid_bytes: validBytes,
-        cut_bytes: cutBytes,
-      });
-      await file.truncate(validBytes);
-      await file.syncData();
-      return { records, validBytes, cut, cutBytes };
-    }
-    return { records, validBytes };
-  } finally {
-    file.close();
-  }
-}
-
-function frameLength(buf: Uint8Array, pos: number): number {
-  return buf[pos]! | (buf[pos + 1]! << 8) | (buf[pos + 2]! << 16) | (buf[pos + 3]! * 0x1000000);
 }

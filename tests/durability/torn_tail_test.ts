@@ -155,6 +155,8 @@ for (const d of DAMAGES) {
         assert.equal(warns[0]!.path, path);
         assert.equal(warns[0]!.valid_bytes, validBytes);
         assert.equal(warns[0]!.cut_bytes, damaged.length - validBytes);
+        const kept = await Deno.readFile(String(warns[0]!.kept_in));
+        assert.deepEqual(kept, damaged.slice(validBytes), "the cut bytes are kept");
         assert.equal(await fileSize(path), validBytes, "the file is cut back to its valid part");
         assert.deepEqual(await held(child), expected);
 
@@ -312,3 +314,70 @@ for (const size of [0, 10]) {
       }),
   });
 }
+
+Deno.test({
+  name: "one flipped byte mid-WAL: start-up skips that record only and keeps the bytes aside",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withDataDir(async (dir) => {
+      const path = walPath(dir, TOPIC);
+      let child = await start(dir);
+      const payloads = Array.from({ length: 150 }, (_, i) => `mid-${i}`);
+      await publishAll(child, payloads);
+      await stop(child, "SIGKILL");
+      const intact = await Deno.readFile(path);
+      const publishes = frames(intact).filter((f) => f.type === RecordType.Publish);
+      const bad = publishes[49]!; // mid-49, followed by 100 acknowledged publishes
+      const damaged = intact.slice();
+      damaged[bad.offset + bad.size - 2]! ^= 0x04;
+      await Deno.writeFile(path, damaged);
+
+      child = await start(dir);
+      const skippedLines = logLines(child).filter((l) => l.msg === "WAL damage skipped");
+      assert.equal(skippedLines.length, 1, child.logs.join("\n"));
+      const line = skippedLines[0]!;
+      assert.deepEqual([line.offset, line.bytes, line.reason], [
+        bad.offset,
+        bad.size,
+        "checksum mismatch",
+      ]);
+      assert.deepEqual(await held(child), payloads.filter((p) => p !== "mid-49"));
+      const kept = await Deno.readFile(String(line.kept_in));
+      assert.deepEqual(kept, damaged.slice(bad.offset, bad.offset + bad.size));
+      await publishAll(child, ["after"]);
+      await stop(child, "SIGKILL");
+      child = await start(dir);
+      assert.equal(logLines(child).filter((l) => l.level === "warn").length, 0, "clean now");
+      assert.equal((await held(child)).length, 150);
+      await stop(child, "SIGTERM");
+    }),
+});
+
+Deno.test({
+  name: "a damaged ACK record mid-WAL brings its messages back rather than losing any",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withDataDir(async (dir) => {
+      const path = walPath(dir, TOPIC);
+      let child = await start(dir);
+      await publishAll(child, Array.from({ length: 10 }, (_, i) => `ack-${i}`));
+      const taken = await consume(child.url, TOPIC, "limit=4&auto_ack=true");
+      assert.equal(taken.length, 4);
+      await publishAll(child, ["later"]);
+      await stop(child, "SIGKILL");
+      const intact = await Deno.readFile(path);
+      const ack = frames(intact).find((f) => f.type === RecordType.Ack)!;
+      const damaged = intact.slice();
+      damaged[ack.offset + ack.size - 1]! ^= 0xff;
+      await Deno.writeFile(path, damaged);
+
+      child = await start(dir);
+      assert.deepEqual(await held(child), [
+        ...Array.from({ length: 10 }, (_, i) => `ack-${i}`),
+        "later",
+      ]);
+      await stop(child, "SIGTERM");
+    }),
+});

@@ -1,6 +1,7 @@
 import { assert, assertEquals } from "../_support/assert.ts";
-import { Logger, silentLogger } from "../../lib/log.ts";
-import { FileWal, replayFile } from "../../lib/wal.ts";
+import { silentLogger } from "../../lib/log.ts";
+import { FileWal } from "../../lib/wal.ts";
+import { replayFile } from "../../lib/wal_replay.ts";
 import { encodeRecord, RecordType, type WalRecord } from "../../lib/wal_record.ts";
 
 function key(seq: number): WalRecord {
@@ -28,58 +29,6 @@ Deno.test("FileWal.append() shares one fsync among concurrent appends (group com
   const { seen, result } = await replayAll(`${dir}/t.wal`);
   assertEquals(seen, Array.from({ length: 200 }, (_, i) => i + 1));
   assertEquals(result.cut, undefined);
-  await Deno.remove(dir, { recursive: true });
-});
-
-Deno.test("replayFile() cuts a torn tail, logs it, and keeps every whole record", async () => {
-  const dir = await Deno.makeTempDir();
-  const path = `${dir}/t.wal`;
-  const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
-  for (let i = 1; i <= 10; i++) await wal.append(key(i));
-  await wal.close();
-  const full = (await Deno.stat(path)).size;
-  await Deno.truncate(path, full - 3); // the last record loses its end
-  const lines: string[] = [];
-  const { seen, result } = await replayAll(path, new Logger("warn", (l) => lines.push(l)));
-  assertEquals(seen.length, 9);
-  assert(result.cut?.includes("torn"), `cut reason: ${result.cut}`);
-  assert(lines.some((l) => l.includes("WAL tail cut off")), "a warn line");
-  assertEquals((await Deno.stat(path)).size, result.validBytes);
-  // The cut file takes new records after the surviving ones.
-  const again = new FileWal(path, dir, result.validBytes, { fsync: "always", log: silentLogger });
-  await again.append(key(11));
-  await again.close();
-  assertEquals((await replayAll(path)).seen, [1, 2, 3, 4, 5, 6, 7, 8, 9, 11]);
-  await Deno.remove(dir, { recursive: true });
-});
-
-Deno.test("replayFile() stops at a checksum mismatch", async () => {
-  const dir = await Deno.makeTempDir();
-  const path = `${dir}/t.wal`;
-  const wal = new FileWal(path, dir, 0, { fsync: "never", log: silentLogger });
-  for (let i = 1; i <= 5; i++) await wal.append(key(i));
-  await wal.close();
-  const bytes = await Deno.readFile(path);
-  bytes[bytes.length - 2]! ^= 0xff;
-  await Deno.writeFile(path, bytes);
-  const { seen, result } = await replayAll(path);
-  assertEquals(seen, [1, 2, 3, 4]);
-  assertEquals(result.cut, "checksum mismatch");
-  await Deno.remove(dir, { recursive: true });
-});
-
-Deno.test("replayFile() refuses an unknown file version instead of losing data", async () => {
-  const dir = await Deno.makeTempDir();
-  const path = `${dir}/t.wal`;
-  const wal = new FileWal(path, dir, 0, { fsync: "never", log: silentLogger });
-  await wal.append(key(1));
-  await wal.close();
-  const bytes = await Deno.readFile(path);
-  bytes[8] = 9; // file version 9
-  await Deno.writeFile(path, bytes);
-  let error = "";
-  await replayAll(path).catch((e) => error = e.message);
-  assert(error.includes("unknown WAL format version 9"), error);
   await Deno.remove(dir, { recursive: true });
 });
 
