@@ -1,20 +1,17 @@
 /**
- * SIGKILL mid-traffic, three times, on one data dir (BROKER_FSYNC=always): every publish
- * answered 201 survives exactly once unless its ack was answered 2xx, no acked message comes
- * back, nothing appears that was never published, and delivered-but-unacked messages are
- * available again after the restart (leases are not durable).
+ * SIGKILL mid-traffic on one data dir, the short version of the crash loop (`crash_loop.ts`):
+ * three kill/restart iterations of publishing, acking and requeueing, plain and under compaction.
+ * Set CRASH_SEED to repeat a run's choices. Then two targeted kills: while messages move to new
+ * dead-letter queues, and during redrives onto busy topics.
  */
 
 import assert from "node:assert/strict";
-import type { ChildBroker } from "../_support/server.ts";
+import { crashLoop, SCENARIOS } from "./crash_loop.ts";
 import {
   consume,
   drain,
   json,
-  logLines,
-  prng,
   publish,
-  queues,
   start,
   stop,
   text,
@@ -22,372 +19,38 @@ import {
   withDataDir,
 } from "./_util.ts";
 
-const TOPICS = ["crash-a", "crash-b", "crash-c"];
-const PUBLISHERS = 16;
-const CYCLES = 3;
-/** Each cycle kills the broker once this many publishes (plus a random part) were answered. */
-const MIN_ANSWERED = 1_500;
-/** ...or after this long, whichever comes first. */
-const CYCLE_BUDGET_MS = 12_000;
+const ITERATIONS = 3;
 
-/** What the test knows about every message, carried across the kill/restart cycles. */
-class Ledger {
-  /** payload → topic and id, for each publish answered 201 (or found after a restart). */
-  published = new Map<string, { topic: string; id: string }>();
-  /** payload → topic, for each publish sent but not (yet) answered. */
-  pending = new Map<string, string>();
-  /** Publishes in flight at a kill that did not survive it: they must never appear. */
-  lost = new Set<string>();
-  /** Ids whose ack (single, batch or auto_ack) was answered 2xx. */
-  acked = new Set<string>();
-  /** Ids whose ack was sent but not answered. */
-  ackPending = new Set<string>();
-  /** id → payload, learned from deliveries (a consumer may see a message before its 201). */
-  payloadOf = new Map<string, string>();
-  /** Ids delivered (traffic or verify) whose ack was never answered: the kill must return them. */
-  leased = new Set<string>();
-  problems: string[] = [];
-
-  problem(s: string): void {
-    if (this.problems.length < 50) this.problems.push(s);
-  }
-}
-
-interface TrafficStats {
-  answered: number;
-  delivered: number;
-  acked: number;
-  killedAfterMs: number;
-}
-
-/** Publishers and consumers against `child` until the target is reached; then SIGKILL. */
-async function traffic(
-  child: ChildBroker,
-  ledger: Ledger,
-  cycle: number,
-  rnd: () => number,
-  mix: { ackRate: number; consumers: number; maxLimit: number },
-): Promise<TrafficStats> {
-  const target = MIN_ANSWERED + Math.floor(rnd() * 1_000);
-  const stats: TrafficStats = { answered: 0, delivered: 0, acked: 0, killedAfterMs: 0 };
-  const t0 = performance.now();
-  let stopping = false;
-  const kill = () => {
-    if (stopping) return;
-    stopping = true;
-    stats.killedAfterMs = Math.round(performance.now() - t0);
-    child.kill("SIGKILL");
-  };
-  const deadline = setTimeout(kill, CYCLE_BUDGET_MS);
-
-  async function publisher(w: number): Promise<void> {
-    const topic = TOPICS[w % TOPICS.length]!;
-    for (let n = 0; n < 100_000 && !stopping; n++) {
-      const payload = `c${cycle}-p${w}-${n}`;
-      ledger.pending.set(payload, topic);
-      let res: Response;
-      try {
-        res = await fetch(`${child.url}/publish/${topic}`, {
-          method: "POST",
-          body: payload,
-          headers: { "content-type": "text/plain" },
-        });
-      } catch {
-        return; // killed with this request in flight: it stays pending
-      }
-      let body: { id?: string };
-      try {
-        body = await json(res);
-      } catch {
-        return; // killed while the answer was on its way
-      }
-      if (res.status !== 201 || typeof body.id !== "string") {
-        ledger.problem(`publish ${payload} answered ${res.status} ${JSON.stringify(body)}`);
-        ledger.pending.delete(payload);
-        continue;
-      }
-      ledger.pending.delete(payload);
-      ledger.published.set(payload, { topic, id: body.id });
-      ledger.payloadOf.set(body.id, payload);
-      if (++stats.answered >= target) kill();
-    }
-  }
-
-  async function ackOne(topic: string, id: string): Promise<void> {
-    ledger.ackPending.add(id);
-    const res = await fetch(`${child.url}/ack/${topic}/${id}`, { method: "POST" });
-    await res.body?.cancel();
-    if (res.status === 204) {
-      ledger.ackPending.delete(id);
-      ledger.acked.add(id);
-      ledger.leased.delete(id);
-      stats.acked++;
-    } else {
-      ledger.problem(`single ack of delivered ${topic}/${id} answered ${res.status}`);
-    }
-  }
-
-  async function ackBatch(topic: string, ids: string[]): Promise<void> {
-    for (const id of ids) ledger.ackPending.add(id);
-    const res = await fetch(`${child.url}/ack/${topic}`, {
-      method: "POST",
-      body: JSON.stringify({ ids }),
-      headers: { "content-type": "application/json" },
-    });
-    const body = await json<{ acked?: number; not_found?: string[] }>(res);
-    if (res.status !== 200 || !Array.isArray(body.not_found)) {
-      ledger.problem(`batch ack on ${topic} answered ${res.status} ${JSON.stringify(body)}`);
-      return;
-    }
-    const missing = new Set(body.not_found);
-    if (missing.size > 0) {
-      ledger.problem(`batch ack of just-delivered ids said not_found: ${[...missing]}`);
-    }
-    if (body.acked !== ids.length - missing.size) {
-      ledger.problem(`batch ack of ${ids.length} answered acked=${body.acked}`);
-    }
-    for (const id of ids) {
-      if (missing.has(id)) continue;
-      ledger.ackPending.delete(id);
-      ledger.acked.add(id);
-      ledger.leased.delete(id);
-      stats.acked++;
-    }
-  }
-
-  async function consumer(c: number): Promise<void> {
-    for (let i = 0; i < 100_000 && !stopping; i++) {
-      const topic = TOPICS[(c + i) % TOPICS.length]!;
-      const limit = 1 + Math.floor(rnd() * mix.maxLimit);
-      try {
-        const res = await fetch(`${child.url}/consume/${topic}?limit=${limit}&timeout=100ms`);
-        if (res.status === 404) {
-          await res.body?.cancel();
-          continue;
-        }
-        const body = await json<WireMessage | WireMessage[]>(res);
-        if (res.status !== 200) {
-          ledger.problem(`consume ${topic} answered ${res.status} ${JSON.stringify(body)}`);
-          continue;
-        }
-        const msgs = Array.isArray(body) ? body : [body];
-        stats.delivered += msgs.length;
-        const batch: string[] = [];
-        for (const m of msgs) {
-          ledger.payloadOf.set(m.id, text(m));
-          ledger.leased.add(m.id);
-          const r = rnd();
-          if (r < mix.ackRate * 0.45) await ackOne(topic, m.id);
-          else if (r < mix.ackRate) batch.push(m.id);
-          // else: leave it in flight; it must come back after the kill
-        }
-        if (batch.length > 0) await ackBatch(topic, batch);
-      } catch {
-        return; // killed mid-request
-      }
-    }
-  }
-
-  try {
-    await Promise.all([
-      ...Array.from({ length: PUBLISHERS }, (_, w) => publisher(w)),
-      ...Array.from({ length: mix.consumers }, (_, c) => consumer(c)),
-    ]);
-  } finally {
-    clearTimeout(deadline);
-    kill();
-  }
-  return stats;
-}
-
-/**
- * Takes every message of every topic (and its `.dlq`) of a freshly restarted broker and checks
- * it against the ledger. With `final`, takes with auto_ack; otherwise holds them with a long
- * lease so the next cycle's consumers cannot see them and the next kill must bring them back.
- */
-async function verify(
-  child: ChildBroker,
-  ledger: Ledger,
-  final: boolean,
-): Promise<{ held: number; leasedBack: number }> {
-  const before = await queues(child.url);
-  const seen = new Map<string, WireMessage[]>();
-  let total = 0;
-  let leasedBack = 0;
-  for (const topic of TOPICS) {
-    const item = before.get(topic);
-    const main = await drain(child.url, topic, final ? "auto_ack=true" : "visibility=1h");
-    const dlq = await drain(
-      child.url,
-      `${topic}.dlq`,
-      final ? "auto_ack=true" : "visibility=1h",
-    );
-    if (item) {
-      if (item.in_flight !== 0) ledger.problem(`${topic}: in_flight ${item.in_flight} at start`);
-      if (item.depth !== main.length) {
-        ledger.problem(`${topic}: depth ${item.depth} but ${main.length} taken`);
-      }
-      if ((item.dlq_depth ?? 0) !== dlq.length) {
-        ledger.problem(`${topic}: dlq_depth ${item.dlq_depth} but ${dlq.length} taken`);
-      }
-    } else if (main.length > 0) {
-      ledger.problem(`${topic}: missing from /api/queues but holds ${main.length}`);
-    }
-    for (const m of [...main, ...dlq]) {
-      const p = text(m);
-      const list = seen.get(p) ?? [];
-      list.push(m);
-      seen.set(p, list);
-      total++;
-      if (ledger.leased.has(m.id)) leasedBack++;
-    }
-  }
-
-  for (const [payload, msgs] of seen) {
-    const m = msgs[0]!;
-    if (msgs.length > 1) {
-      ledger.problem(
-        `payload ${payload} present ${msgs.length} times (ids ${msgs.map((x) => x.id)})`,
-      );
-    }
-    const known = ledger.published.get(payload);
-    if (known) {
-      if (known.id !== m.id) {
-        ledger.problem(`payload ${payload}: id ${m.id}, published as ${known.id}`);
-      }
-      if (m.topic !== known.topic && m.topic !== `${known.topic}.dlq`) {
-        ledger.problem(`payload ${payload} found in ${m.topic}, published to ${known.topic}`);
-      }
-    } else if (ledger.pending.has(payload)) {
-      // In flight at the kill and made it to disk: from now on it must stay.
-      const topic = ledger.pending.get(payload)!;
-      ledger.pending.delete(payload);
-      ledger.published.set(payload, { topic, id: m.id });
-    } else if (ledger.lost.has(payload)) {
-      ledger.problem(`payload ${payload} was gone after an earlier restart, now it is back`);
-    } else {
-      ledger.problem(`payload ${JSON.stringify(payload)} (id ${m.id}) was never published`);
-    }
-    if (ledger.acked.has(m.id)) {
-      ledger.problem(`payload ${payload} (id ${m.id}) came back although its ack was answered`);
-    }
-    if (ledger.ackPending.has(m.id)) ledger.ackPending.delete(m.id); // that ack did not land
-  }
-
-  for (const [payload, { id }] of ledger.published) {
-    if (seen.has(payload)) continue;
-    if (ledger.acked.has(id)) continue;
-    if (ledger.ackPending.has(id)) {
-      // The ack was in flight at the kill and landed: it must stay acked.
-      ledger.ackPending.delete(id);
-      ledger.acked.add(id);
-      continue;
-    }
-    ledger.problem(`payload ${payload} (id ${id}) was answered 201 and is lost`);
-  }
-  for (const payload of ledger.pending.keys()) ledger.lost.add(payload);
-  ledger.pending.clear();
-  ledger.leased.clear();
-  for (const msgs of seen.values()) {
-    for (const m of msgs) (final ? ledger.acked : ledger.leased).add(m.id);
-  }
-  return { held: total, leasedBack };
-}
-
-/** Three kill/restart cycles on one data dir, carrying the ledger. */
-function crashCycles(opts: {
-  env: Record<string, string>;
-  mix: { ackRate: number; consumers: number; maxLimit: number };
-  /** Take everything with auto_ack at every restart (keeps live state small for compaction). */
-  drainEachCycle?: boolean;
-  /** With compaction on, assert that it ran (needs BROKER_LOG_LEVEL=debug). */
-  expectCompaction?: boolean;
-}): Promise<void> {
-  return withDataDir(async (dir) => {
-    const seed = Number(Deno.env.get("CRASH_SEED") ?? Date.now() % 100_000);
-    const rnd = prng(seed);
-    const ledger = new Ledger();
-    const report: string[] = [`seed ${seed}`];
-    const env = opts.env;
-    let compactions = 0;
-
-    let child = await start(dir, env);
-    for (let cycle = 1; cycle <= CYCLES; cycle++) {
-      const stats = await traffic(child, ledger, cycle, rnd, opts.mix);
-      const status = await stop(child, "SIGKILL");
-      compactions += logLines(child).filter((l) => l.msg === "compacted").length;
-      assert.equal(status.signal, "SIGKILL", `cycle ${cycle}: the child died some other way`);
-      report.push(
-        `cycle ${cycle}: ${JSON.stringify(stats)}, in flight at the kill: ` +
-          `${ledger.pending.size} publishes, ${ledger.ackPending.size} acks`,
-      );
-      assert.ok(
-        stats.answered >= MIN_ANSWERED,
-        `cycle ${cycle}: only ${stats.answered} answered`,
-      );
-
-      child = await start(dir, env);
-      const recovered = logLines(child).find((l) => l.msg === "recovered");
-      assert.ok(recovered, `no "recovered" log line after restart ${cycle}:\n${child.logs}`);
-      const { held, leasedBack } = await verify(
-        child,
-        ledger,
-        cycle === CYCLES || opts.drainEachCycle === true,
-      );
-      report.push(
-        `restart ${cycle}: recovered ${recovered.messages} messages from ${recovered.records} ` +
-          `records in ${recovered.duration_ms} ms; ${held} held, ${leasedBack} of them ` +
-          `delivered but unacked before the kill`,
-      );
-      assert.deepEqual(ledger.problems, [], report.join("\n"));
-      assert.equal(recovered.messages, held, "the recovered line counts what is held");
-      assert.ok(leasedBack > 0, `restart ${cycle}: no delivered-but-unacked message came back`);
-    }
-
-    // The final verify took everything with auto_ack: after one more kill nothing is left.
-    await stop(child, "SIGKILL");
-    child = await start(dir, env);
-    for (const topic of TOPICS) {
-      const left = [
-        ...await consume(child.url, topic, "peek=true&limit=1000"),
-        ...await consume(child.url, `${topic}.dlq`, "peek=true&limit=1000"),
-      ];
-      assert.deepEqual(left.map(text), [], `${topic} after auto_ack drain and kill`);
-    }
-    await stop(child, "SIGTERM");
-    report.push(`compactions: ${compactions}`);
-    console.log(report.join("\n"));
-    if (opts.expectCompaction) assert.ok(compactions > 0, "compaction never ran");
-  });
+function seed(): number {
+  return Number(Deno.env.get("CRASH_SEED") ?? Date.now() % 100_000);
 }
 
 Deno.test({
   name: "SIGKILL mid-traffic (fsync=always), three times: no answered write lost or duplicated",
   sanitizeOps: false,
   sanitizeResources: false,
-  fn: () =>
-    crashCycles({
-      env: { BROKER_FSYNC: "always" },
-      mix: { ackRate: 0.65, consumers: 4, maxLimit: 10 },
-    }),
+  fn: async () => {
+    const s = seed();
+    console.log(`seed ${s}`);
+    await crashLoop({ ...SCENARIOS.plain, iterations: ITERATIONS, seed: s, log: console.log });
+  },
 });
 
 Deno.test({
   name: "SIGKILL mid-traffic while compaction keeps rewriting the WAL: same guarantees",
   sanitizeOps: false,
   sanitizeResources: false,
-  fn: () =>
-    crashCycles({
-      env: {
-        BROKER_FSYNC: "always",
-        BROKER_COMPACT_MIN_BYTES: "16384",
-        BROKER_COMPACT_RATIO: "2",
-        BROKER_LOG_LEVEL: "debug",
-      },
-      mix: { ackRate: 0.95, consumers: 12, maxLimit: 50 },
-      drainEachCycle: true,
-      expectCompaction: true,
-    }),
+  fn: async () => {
+    const s = seed();
+    console.log(`seed ${s}`);
+    const report = await crashLoop({
+      ...SCENARIOS.compaction,
+      iterations: ITERATIONS,
+      seed: s,
+      log: console.log,
+    });
+    console.log(`compactions: ${report.compactions}`);
+  },
 });
 
 Deno.test({
