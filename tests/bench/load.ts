@@ -41,6 +41,8 @@
  * where that passed 20 % says BUSY in its notes. Figures drift 10-20 % between runs anyway.
  */
 
+import { startTask } from "../_support/start_task.ts";
+
 const HERE = new URL(".", import.meta.url).pathname;
 const ROOT = new URL("../../", import.meta.url).pathname;
 const WRK_DIR = `${HERE}wrk/`;
@@ -167,14 +169,16 @@ async function removeDir(d: string): Promise<void> {
 }
 
 /**
- * Runtime flags the broker is started with: the `--v8-flags=…` of the `start` task in
- * deno.json (so the bench measures what `deno task start` runs), or FERRY_BENCH_FLAGS.
+ * Runtime flags and environment the broker is started with: those of the `start` task in
+ * deno.json (so the bench measures what `deno task start` runs), or FERRY_BENCH_FLAGS and
+ * FERRY_BENCH_ENV (`NAME=value …`; "" for none).
  */
-const BROKER_RUNTIME_FLAGS: string[] = (() => {
-  const override = Deno.env.get("FERRY_BENCH_FLAGS");
-  if (override !== undefined) return override.split(" ").filter(Boolean);
-  const tasks = JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`)).tasks ?? {};
-  return String(tasks.start ?? "").split(" ").filter((a) => a.startsWith("--v8-flags="));
+const BROKER_RUNTIME_FLAGS: string[] = Deno.env.get("FERRY_BENCH_FLAGS")?.split(" ")
+  .filter(Boolean) ?? startTask().v8Flags;
+const BROKER_RUNTIME_ENV: Record<string, string> = (() => {
+  const override = Deno.env.get("FERRY_BENCH_ENV");
+  if (override === undefined) return startTask().env;
+  return Object.fromEntries(override.split(" ").filter(Boolean).map((w) => w.split("=", 2)));
 })();
 
 /** Spawns a Deno script that logs JSON lines on stderr; resolves at its "listening" line. */
@@ -189,7 +193,12 @@ async function spawnServer(
   const proc = track(
     new Deno.Command(Deno.execPath(), {
       args: ["run", "-A", ...BROKER_RUNTIME_FLAGS, ...denoFlags, script, ...args],
-      env: { NO_COLOR: "1", BROKER_LOG_LEVEL: "info", BROKER_ACCESS_LOG: "false" },
+      env: {
+        ...BROKER_RUNTIME_ENV,
+        NO_COLOR: "1",
+        BROKER_LOG_LEVEL: "info",
+        BROKER_ACCESS_LOG: "false",
+      },
       stdin: "null",
       stdout: "null",
       stderr: "piped",

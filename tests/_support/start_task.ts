@@ -1,0 +1,19 @@
+/**
+ * The `start` task of deno.json read apart, so benchmarks and soak runs start the broker the
+ * way `deno task start` does: its leading `NAME=value` words (the malloc settings) and its
+ * `--v8-flags=…`.
+ */
+
+/** The environment and V8 flags of the `start` task. */
+export function startTask(): { env: Record<string, string>; v8Flags: string[] } {
+  const url = new URL("../../deno.json", import.meta.url);
+  const task = String(JSON.parse(Deno.readTextFileSync(url)).tasks?.start ?? "");
+  const words = task.split(" ").filter(Boolean);
+  const env: Record<string, string> = {};
+  for (const w of words) {
+    const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(w);
+    if (!m) break;
+    env[m[1]!] = m[2]!;
+  }
+  return { env, v8Flags: words.filter((w) => w.startsWith("--v8-flags=")) };
+}
