@@ -144,6 +144,14 @@ const SPARE_MAX_BYTES = 4 * 1024 * 1024;
 /** How many written buffers a writer keeps for its next batches. */
 const SPARES = 2;
 
+/** Longest wait between attempts to open a WAL file while no descriptor is free. */
+const OPEN_RETRY_MAX_MS = 5_000;
+
+/** Whether an error is the process or the system out of file descriptors (EMFILE, ENFILE). */
+function outOfDescriptors(e: unknown): boolean {
+  return e instanceof Error && /\(os error 2[34]\)/.test(e.message);
+}
+
 /** Makes room for `need` more bytes, copying into a larger buffer when needed. */
 function reserve(b: Batch, need: number): void {
   if (b.bytes + need <= b.buf.length) return;
@@ -230,7 +238,7 @@ export class FileWal implements Wal {
     if (this.#file) return this.#file;
     this.#opening ??= (async () => {
       if (this.opts.after) await this.opts.after;
-      const file = await Deno.open(this.path, { read: true, write: true, create: true });
+      const file = await this.#openFile();
       const end = await file.seek(0, Deno.SeekMode.End);
       if (end === 0) {
         await writeAll(file, fileHeader());
@@ -241,6 +249,25 @@ export class FileWal implements Wal {
     })();
     await this.#opening;
     return this.#file!;
+  }
+
+  /**
+   * Opens the file, waiting while the process has no file descriptor free (clients holding
+   * them all): nothing is written yet, so the records wait rather than fail the topic for good.
+   */
+  async #openFile(): Promise<Deno.FsFile> {
+    for (let waitMs = 100;; waitMs = Math.min(waitMs * 2, OPEN_RETRY_MAX_MS)) {
+      try {
+        return await Deno.open(this.path, { read: true, write: true, create: true });
+      } catch (e) {
+        if (!outOfDescriptors(e) || this.#closed) throw e;
+        this.opts.log.warn("WAL file cannot be opened yet: no file descriptor free", {
+          path: this.path,
+          retry_ms: waitMs,
+        });
+        await new Promise((res) => setTimeout(res, waitMs));
+      }
+    }
   }
 
   async #flushLoop(): Promise<void> {

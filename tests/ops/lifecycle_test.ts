@@ -163,3 +163,62 @@ Deno.test({
       await stop(child, "SIGTERM");
     }),
 });
+
+Deno.test({
+  name: "a publish to a new topic while clients hold every descriptor waits, then lands",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withDataDir(async (dir) => {
+      const child = await start(dir, {}, [], 256);
+      const early = await Deno.connect({ hostname: "127.0.0.1", port: child.port });
+      const answer = (async () => {
+        const buf = new Uint8Array(4096);
+        const n = await early.read(buf);
+        return new TextDecoder().decode(buf.subarray(0, n ?? 0));
+      })();
+      const held: Deno.Conn[] = [];
+      try {
+        for (let i = 0; i < 400; i++) {
+          try {
+            held.push(await Deno.connect({ hostname: "127.0.0.1", port: child.port }));
+          } catch {
+            break;
+          }
+        }
+        const failedAt = child.logs.length;
+        await child.logged("stopped accepting connections; listening again");
+        // Listening again takes the descriptor the dead listener gave back: none is left now,
+        // so the new topic's WAL file cannot be opened and the publish must wait, not fail.
+        await child.logged("listening again", failedAt);
+        const from = child.logs.length;
+        await early.write(
+          new TextEncoder().encode(
+            "POST /publish/fresh HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+          ),
+        );
+        const first = await Promise.race([
+          child.logged("WAL file cannot be opened yet: no file descriptor free", from)
+            .then(() => "waited"),
+          answer.then((text) => `answered at once: ${text.split("\r\n")[0]}`),
+        ]);
+        assert.equal(first, "waited");
+      } finally {
+        for (const c of held) c.close();
+      }
+      const text = await answer;
+      early.close();
+      assert.match(text, /^HTTP\/1\.1 201/, text);
+      for (let attempt = 1;; attempt++) {
+        const from = child.logs.length;
+        const res = await fetch(`${child.url}/healthz`).catch(() => undefined);
+        if (res) {
+          assert.equal(res.status, 200, await res.text());
+          break;
+        }
+        assert.ok(attempt < 10, `still not listening: ${child.logs.slice(-3)}`);
+        await child.logged("listening again", from);
+      }
+      await stop(child, "SIGTERM");
+    }),
+});
