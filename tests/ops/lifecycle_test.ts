@@ -5,6 +5,7 @@
 
 import assert from "node:assert/strict";
 import { SETTINGS } from "../../lib/config.ts";
+import type { ChildBroker } from "../_support/server.ts";
 import { drain, logLines, start, stop, withDataDir } from "../durability/_util.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
@@ -127,6 +128,30 @@ Deno.test("a port in use stops start-up with a clear line; BROKER_LOG_LEVEL filt
   }
 });
 
+/** Connects to `child` until it stops accepting (its accept() failed with EMFILE). */
+async function holdEveryDescriptor(child: ChildBroker): Promise<Deno.Conn[]> {
+  const held: Deno.Conn[] = [];
+  for (let i = 0; i < 400; i++) {
+    try {
+      held.push(await Deno.connect({ hostname: "127.0.0.1", port: child.port }));
+    } catch {
+      break;
+    }
+  }
+  return held;
+}
+
+/** Sends `req` once `child` listens again; a refused connection means its retry is pending. */
+async function whenListening(child: ChildBroker, req: () => Promise<Response>): Promise<Response> {
+  for (let attempt = 1;; attempt++) {
+    const from = child.logs.length;
+    const res = await req().catch(() => undefined);
+    if (res) return res;
+    assert.ok(attempt < 10, `still not listening: ${child.logs.slice(-3)}`);
+    await child.logged("listening again", from);
+  }
+}
+
 Deno.test({
   name: "clients holding every file descriptor stop accepts; once they go the broker listens again",
   sanitizeOps: false,
@@ -134,32 +159,17 @@ Deno.test({
   fn: () =>
     withDataDir(async (dir) => {
       const child = await start(dir, {}, [], 256);
-      const held: Deno.Conn[] = [];
+      const held = await holdEveryDescriptor(child);
       try {
-        // Connect until the broker stops accepting: its accept() failed with EMFILE.
-        for (let i = 0; i < 400; i++) {
-          try {
-            held.push(await Deno.connect({ hostname: "127.0.0.1", port: child.port }));
-          } catch {
-            break;
-          }
-        }
         await child.logged("stopped accepting connections; listening again");
       } finally {
         for (const c of held) c.close();
       }
-      // Publish once the broker listens again; a refused connection means a retry is pending.
-      for (let attempt = 1;; attempt++) {
-        const from = child.logs.length;
-        const res = await fetch(`${child.url}/publish/after`, { method: "POST", body: "x" })
-          .catch(() => undefined);
-        if (res) {
-          assert.equal(res.status, 201, await res.text());
-          break;
-        }
-        assert.ok(attempt < 10, `still not listening: ${child.logs.slice(-3)}`);
-        await child.logged("listening again", from);
-      }
+      const res = await whenListening(
+        child,
+        () => fetch(`${child.url}/publish/after`, { method: "POST", body: "x" }),
+      );
+      assert.equal(res.status, 201, await res.text());
       await stop(child, "SIGTERM");
     }),
 });
@@ -177,16 +187,9 @@ Deno.test({
         const n = await early.read(buf);
         return new TextDecoder().decode(buf.subarray(0, n ?? 0));
       })();
-      const held: Deno.Conn[] = [];
+      const failedAt = child.logs.length;
+      const held = await holdEveryDescriptor(child);
       try {
-        for (let i = 0; i < 400; i++) {
-          try {
-            held.push(await Deno.connect({ hostname: "127.0.0.1", port: child.port }));
-          } catch {
-            break;
-          }
-        }
-        const failedAt = child.logs.length;
         await child.logged("stopped accepting connections; listening again");
         // Listening again takes the descriptor the dead listener gave back: none is left now,
         // so the new topic's WAL file cannot be opened and the publish must wait, not fail.
@@ -209,16 +212,8 @@ Deno.test({
       const text = await answer;
       early.close();
       assert.match(text, /^HTTP\/1\.1 201/, text);
-      for (let attempt = 1;; attempt++) {
-        const from = child.logs.length;
-        const res = await fetch(`${child.url}/healthz`).catch(() => undefined);
-        if (res) {
-          assert.equal(res.status, 200, await res.text());
-          break;
-        }
-        assert.ok(attempt < 10, `still not listening: ${child.logs.slice(-3)}`);
-        await child.logged("listening again", from);
-      }
+      const health = await whenListening(child, () => fetch(`${child.url}/healthz`));
+      assert.equal(health.status, 200, await health.text());
       await stop(child, "SIGTERM");
     }),
 });
