@@ -33,6 +33,7 @@ import {
 } from "./message.ts";
 import { checkName } from "./names.ts";
 import { copyPayload } from "./slab.ts";
+import { MemoryBudget } from "./memory.ts";
 import { loadNodeId } from "./node_id.ts";
 import {
   DEFAULT_GROUP,
@@ -112,6 +113,8 @@ export class Broker {
   readonly startedAt: number;
   readonly now: () => number;
   readonly log: Logger;
+  /** What the broker's messages hold against BROKER_MAX_MEMORY. */
+  readonly memory: MemoryBudget;
   draining = false;
   #waiterDeadlines = new Heap<TimedWaiter>();
   #deleting = new Map<string, Promise<void>>();
@@ -131,6 +134,7 @@ export class Broker {
     this.log = opts.log ?? silentLogger;
     this.startedAt = this.now();
     this.#onFsync = opts.onFsync;
+    this.memory = new MemoryBudget(config.maxMemoryBytes);
   }
 
   /** Opens the data dir, replays every WAL file, and starts the sweep timer. */
@@ -201,7 +205,7 @@ export class Broker {
       maxMessages: opts.maxMessages ?? 0,
       createdAt: now,
     };
-    const topic = new Topic(name, settings, this.#openWal(name, 0));
+    const topic = new Topic(name, settings, this.#openWal(name, 0), this.memory);
     this.topics.set(name, topic);
     topic.commit({ type: RecordType.Meta, seq: topic.nextSeq(), ...settings }, now)
       .catch(() => {}); // a failed write marks the WAL failed; later writes report it
@@ -264,9 +268,11 @@ export class Broker {
         };
       }
     }
+    this.#admit(name, topic, payload.length);
     const { maxMessages } = this.effective(topic);
     if (topic.messages.size >= maxMessages) {
       if (topic.settings.policy === "reject") {
+        topic.counters.rejectedQueueFull++;
         throw new BrokerError(
           "queue_full",
           `Cannot publish to "${name}": queue holds ${topic.messages.size} messages (limit ${maxMessages})`,
@@ -310,6 +316,24 @@ export class Broker {
     if (record.dueAt) result.visible_at = isoTime(record.dueAt);
     if (record.expiresAt) result.expires_at = isoTime(record.expiresAt);
     return result;
+  }
+
+  /**
+   * Refuses (429 memory_full) a publish of `payloadBytes` the memory budget has no room for; the
+   * route asks before it reads a body whose Content-Length it knows.
+   */
+  admit(name: string, payloadBytes: number): void {
+    this.#gate();
+    this.#admit(name, this.topics.get(name), payloadBytes);
+  }
+
+  #admit(name: string, topic: Topic | undefined, payloadBytes: number): void {
+    try {
+      this.memory.admit(name, payloadBytes);
+    } catch (e) {
+      if (topic) topic.counters.rejectedMemoryFull++;
+      throw e;
+    }
   }
 
   #dropOldest(topic: Topic, n: number, now: number): void {
@@ -737,6 +761,7 @@ export class Broker {
     const topic = this.topics.get(name);
     if (!topic) throw new BrokerError("not_found", `Cannot delete "${name}": no such queue`);
     this.topics.delete(name);
+    topic.releaseMemory();
     addCounters(this.#retired, topic.counters);
     this.#compactAgainAt.delete(topic);
     this.#release(topic);
@@ -763,6 +788,7 @@ export class Broker {
 
   /** Moves time to `now`: delays, TTLs, leases, idempotency keys, long-poll timeouts, compaction. */
   sweep(now: number): void {
+    this.memory.tick(now);
     for (const topic of this.topics.values()) {
       try {
         this.#sweepTopic(topic, now);
@@ -911,13 +937,18 @@ export class Broker {
     const now = this.now();
     let records = 0, messages = 0;
     for (const name of names) {
-      const topic = new Topic(name, {
-        policy: "reject",
-        retainMs: 0,
-        visibilityMs: 0,
-        maxMessages: 0,
-        createdAt: now,
-      }, new MemoryWal());
+      const topic = new Topic(
+        name,
+        {
+          policy: "reject",
+          retainMs: 0,
+          visibilityMs: 0,
+          maxMessages: 0,
+          createdAt: now,
+        },
+        new MemoryWal(),
+        this.memory,
+      );
       const path = `${dir}/${name}.wal`;
       const result = await replayFile(path, (r, size) => {
         if (r.type === RecordType.Publish) {
@@ -940,11 +971,18 @@ export class Broker {
       messages,
       records,
       duration_ms: Math.round((performance.now() - t0) * 10) / 10,
+      held_bytes: this.memory.held,
     };
+    if (this.memory.held > this.memory.budget) {
+      this.log.warn("the log holds more than BROKER_MAX_MEMORY; publishes get 429 until drained", {
+        held_bytes: this.memory.held,
+        budget_bytes: this.memory.budget,
+      });
+    }
   }
 
   /** What start-up replay found, for the start-up log line. */
-  recovery = { topics: 0, messages: 0, records: 0, duration_ms: 0 };
+  recovery = { topics: 0, messages: 0, records: 0, duration_ms: 0, held_bytes: 0 };
 
   // ---- listing -----------------------------------------------------------------------------
 

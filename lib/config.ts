@@ -62,6 +62,8 @@ export interface Config {
   compactRatio: number;
   /** ...and at least this many bytes. */
   compactMinBytes: number;
+  /** Bytes the broker may hold for messages (payload + overhead); past it, 429 memory_full. */
+  maxMemoryBytes: number;
 }
 
 interface Setting {
@@ -88,6 +90,28 @@ function duration(name: string, v: string, min: number): number {
   }
   if (ms < min) throw new Error(`${name} must be at least ${formatDuration(min)}, got "${v}"`);
   return ms;
+}
+
+const SIZE_UNITS: Record<string, number> = {
+  "": 1,
+  B: 1,
+  KiB: 2 ** 10,
+  MiB: 2 ** 20,
+  GiB: 2 ** 30,
+  TiB: 2 ** 40,
+};
+
+/** Bytes as `512MiB`, `4GiB`, a plain number, or `N%` of the machine's physical memory. */
+function size(name: string, v: string): number {
+  const pct = /^(\d{1,3})%$/.exec(v);
+  if (pct && Number(pct[1]) >= 1 && Number(pct[1]) <= 100) {
+    return Math.floor(Deno.systemMemoryInfo().total * Number(pct[1]) / 100);
+  }
+  const m = /^(\d{1,15})(B|KiB|MiB|GiB|TiB)?$/.exec(v);
+  if (!m || Number(m[1]) === 0) {
+    throw new Error(`${name} must be a size like 512MiB, 4GiB, 1048576 or 40%, got "${v}"`);
+  }
+  return Number(m[1]) * SIZE_UNITS[m[2] ?? ""]!;
 }
 
 function oneOf<T extends string>(name: string, v: string, allowed: readonly T[]): T {
@@ -200,6 +224,13 @@ export const SETTINGS: readonly Setting[] = [
     def: "false",
     help: "log one line per HTTP request",
     apply: (c, v) => c.accessLog = bool("BROKER_ACCESS_LOG", v),
+  },
+  {
+    env: "BROKER_MAX_MEMORY",
+    flag: "--max-memory",
+    def: "40%",
+    help: "memory the broker may hold for messages (512MiB, 4GiB, bytes, or % of physical memory)",
+    apply: (c, v) => c.maxMemoryBytes = size("BROKER_MAX_MEMORY", v),
   },
   {
     env: "BROKER_COMPACT_RATIO",

@@ -20,14 +20,22 @@ export type ErrorCode =
   | "already_exists"
   | "payload_too_large"
   | "queue_full"
+  | "memory_full"
   | "draining"
   | "electing"
   | "unavailable"
   | "internal";
 
-/** A refusal with a stable code and a message that names the action and the value. */
+/**
+ * A refusal with a stable code and a message that names the action and the value; a 429 or 503
+ * may say how many seconds to wait before a retry.
+ */
 export class BrokerError extends Error {
-  constructor(readonly code: ErrorCode, message: string) {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly retryAfterSeconds?: number,
+  ) {
     super(message);
     this.name = "BrokerError";
   }

@@ -157,6 +157,38 @@ export class Metrics {
       },
     });
     new Gauge({
+      name: "ferry_memory_held_bytes",
+      help: "Bytes a topic's messages hold against BROKER_MAX_MEMORY (payload + overhead)",
+      labelNames: ["topic"],
+      registers,
+      collect() {
+        this.reset();
+        for (const t of topics()) this.set({ topic: t.name }, t.heldBytes);
+      },
+    });
+    new Gauge({
+      name: "ferry_memory_budget_bytes",
+      help: "BROKER_MAX_MEMORY: what the broker's messages may hold",
+      registers,
+      collect() {
+        const b = broker();
+        if (b) this.set(b.memory.budget);
+      },
+    });
+    new Counter({
+      name: "ferry_messages_rejected_total",
+      help: "Publishes refused, per topic and reason (queue_full, memory_full), since start-up",
+      labelNames: ["topic", "reason"],
+      registers,
+      collect() {
+        this.reset();
+        for (const t of topics()) {
+          this.inc({ topic: t.name, reason: "queue_full" }, t.counters.rejectedQueueFull);
+          this.inc({ topic: t.name, reason: "memory_full" }, t.counters.rejectedMemoryFull);
+        }
+      },
+    });
+    new Gauge({
       name: "ferry_stream_subscribers",
       help: "Live stream listeners (SSE, WebSocket) per topic",
       labelNames: ["topic"],

@@ -7,6 +7,7 @@
 import { DLQ_SUFFIX, IDEMPOTENCY_WINDOW_MS } from "./config.ts";
 import { Group, type Waiter } from "./group.ts";
 import { Heap } from "./heap.ts";
+import { heldSize, MemoryBudget } from "./memory.ts";
 import { type Delivery, State, StoredMessage } from "./message.ts";
 import type { Wal } from "./wal.ts";
 import {
@@ -34,11 +35,24 @@ export interface TopicCounters {
   requeued: number;
   deadLettered: number;
   expired: number;
+  /** Publishes refused because the topic was at its cap (reject policy). */
+  rejectedQueueFull: number;
+  /** Publishes refused because the broker was at its memory budget. */
+  rejectedMemoryFull: number;
 }
 
 /** A fresh set of counters. */
 export function zeroCounters(): TopicCounters {
-  return { published: 0, delivered: 0, acked: 0, requeued: 0, deadLettered: 0, expired: 0 };
+  return {
+    published: 0,
+    delivered: 0,
+    acked: 0,
+    requeued: 0,
+    deadLettered: 0,
+    expired: 0,
+    rejectedQueueFull: 0,
+    rejectedMemoryFull: 0,
+  };
 }
 
 /** The default group's name. */
@@ -54,12 +68,19 @@ export class Topic {
   readonly keys = new Map<string, { id: string; at: number }>();
   /** WAL bytes of the records that still matter (messages held, keys, groups). */
   liveBytes = 0;
+  /** What its messages hold against the memory budget (payload + overhead each). */
+  heldBytes = 0;
   readonly counters: TopicCounters = zeroCounters();
   /** Live listeners (SSE, WebSocket spies): called with every message applied live. */
   readonly listeners = new Set<(msg: StoredMessage) => void>();
   readonly isDeadLetter: boolean;
 
-  constructor(readonly name: string, public settings: TopicSettings, public wal: Wal) {
+  constructor(
+    readonly name: string,
+    public settings: TopicSettings,
+    public wal: Wal,
+    public memory: MemoryBudget = new MemoryBudget(Infinity),
+  ) {
     this.isDeadLetter = name.endsWith(DLQ_SUFFIX);
     this.groups.set(DEFAULT_GROUP, new Group(DEFAULT_GROUP, settings.createdAt));
   }
@@ -134,6 +155,7 @@ export class Topic {
       case RecordType.Purge:
         for (const g of this.groups.values()) g.clear();
         for (const msg of this.messages.values()) this.liveBytes -= msg.size;
+        this.#hold(-this.heldBytes);
         this.messages.clear();
         this.expiry.clear();
         break;
@@ -152,6 +174,7 @@ export class Topic {
       msg = new StoredMessage(r, size);
       this.messages.set(r.id, msg);
       this.liveBytes += size;
+      this.#hold(heldSize(msg.payloadBytes));
       if (msg.expiresAt) this.expiry.push(msg.expiresAt, msg);
     }
     if (r.deliveries) {
@@ -172,6 +195,20 @@ export class Topic {
     if (msg.pending === 0) this.#forget(msg);
   }
 
+  /** Gives back everything the topic holds against the budget (it is being deleted). */
+  releaseMemory(): void {
+    this.memory.release(this.heldBytes);
+    this.heldBytes = 0;
+    this.memory = new MemoryBudget(Infinity);
+  }
+
+  /** Counts `bytes` (negative: freed) on the topic and against the broker's budget. */
+  #hold(bytes: number): void {
+    this.heldBytes += bytes;
+    if (bytes >= 0) this.memory.add(bytes);
+    else this.memory.release(-bytes);
+  }
+
   /** A group is done with a delivery; the message leaves memory when no group holds it. */
   #release(g: Group, d: Delivery): void {
     g.remove(d);
@@ -189,6 +226,7 @@ export class Topic {
     if (this.messages.get(msg.id) === msg) {
       this.messages.delete(msg.id);
       this.liveBytes -= msg.size;
+      this.#hold(-heldSize(msg.payloadBytes));
     }
   }
 

@@ -33,6 +33,7 @@ export function queueJson(broker: Broker, t: Topic, now: number) {
     in_flight: g.inFlightCount,
     delayed: g.delayedCount,
     held: t.messages.size,
+    held_bytes: t.heldBytes,
     dlq_depth: broker.findTopic(`${t.name}.dlq`)?.messages.size ?? 0,
     groups: [...t.groups.keys()].filter((n) => n !== DEFAULT_GROUP),
     policy: t.settings.policy,

@@ -24,6 +24,7 @@ const STATUS: Record<ErrorCode, number> = {
   already_exists: 409,
   payload_too_large: 413,
   queue_full: 429,
+  memory_full: 429,
   internal: 500,
   draining: 503,
   electing: 503,
@@ -55,7 +56,9 @@ export function problem(
     "x-request-id": requestId,
     ...headers,
   };
-  if (status === 429 || status === 503) h["retry-after"] ??= String(RETRY_AFTER_SECONDS);
+  if (status === 429 || status === 503) {
+    h["retry-after"] ??= String(err.retryAfterSeconds ?? RETRY_AFTER_SECONDS);
+  }
   if (status === 401) h["www-authenticate"] ??= 'Bearer realm="ferry"';
   return new Response(
     JSON.stringify({

@@ -27,6 +27,7 @@ function stats(_req: Request, { broker }: Ctx): Response {
       topic.name,
       {
         ...groupStats(broker, topic, topic.defaultGroup, now),
+        held_bytes: topic.heldBytes,
         groups: Object.fromEntries(
           [...topic.groups.values()].map((g) => [g.name, groupStats(broker, topic, g, now)]),
         ),
@@ -42,6 +43,11 @@ function stats(_req: Request, { broker }: Ctx): Response {
       requeued: t.requeued,
       dead_lettered: t.deadLettered,
       expired: t.expired,
+    },
+    memory: {
+      held_bytes: broker.memory.held,
+      budget_bytes: broker.memory.budget,
+      drain_bytes_per_second: Math.round(broker.memory.drainRate),
     },
     topics,
   });

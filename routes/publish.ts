@@ -90,6 +90,11 @@ async function publish(req: Request, ctx: Ctx): Promise<Response> {
     );
   }
   const key = req.headers.get("idempotency-key");
+  const declared = Number(req.headers.get("content-length"));
+  // A full broker says so before the body is read, when the body's length is known.
+  if (!broadcast && declared > 0 && declared <= MAX_PAYLOAD_BYTES) {
+    ctx.broker.admit(topic, declared);
+  }
   const payload = await readBody(req, MAX_PAYLOAD_BYTES, allocPayload);
   if (payload.length === 0) {
     throw new BrokerError("empty_body", `Cannot publish to "${topic}": the body is empty`);

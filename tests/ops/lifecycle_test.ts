@@ -97,6 +97,9 @@ Deno.test("a bad setting stops start-up with one stderr line naming it and no st
     [{}, ["--visibility", "soon"], "BROKER_VISIBILITY"],
     [{ BROKER_LOG_LEVEL: "loud" }, [], "BROKER_LOG_LEVEL"],
     [{}, ["--no-such-flag", "1"], "--no-such-flag"],
+    [{ BROKER_MAX_MEMORY: "lots" }, [], "BROKER_MAX_MEMORY"],
+    [{}, ["--max-memory", "0"], "BROKER_MAX_MEMORY"],
+    [{ BROKER_MAX_MEMORY: "150%" }, [], "BROKER_MAX_MEMORY"],
   ];
   for (const [env, args, name] of cases) {
     const { code, stderr } = await runMain(["--data-dir", ":memory:", ...args], env);

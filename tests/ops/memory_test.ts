@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { startTask } from "../_support/start_task.ts";
-import { start, stop, withDataDir } from "../durability/_util.ts";
+import { logLines, start, stop, withDataDir } from "../durability/_util.ts";
 
 const MIB = 1024 * 1024;
 
@@ -51,6 +51,83 @@ Deno.test({
         now <= bound,
         `RSS idle ${mib(idle)} MiB, loaded ${mib(loaded)}, 30 s after the purge ${mib(now)}`,
       );
+      await stop(child, "SIGTERM");
+    }),
+});
+
+/** RSS a full broker may use above its idle RSS, as a multiple of BROKER_MAX_MEMORY (README). */
+const RSS_PER_BUDGET_BYTE = 1.5;
+
+Deno.test({
+  name: "publishing 2 MiB messages until memory_full keeps RSS within 1.5 × BROKER_MAX_MEMORY",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withDataDir(async (dir) => {
+      const task = startTask();
+      const v8 = task.v8Flags.map((f) => f.slice("--v8-flags=".length)).join(",");
+      const budget = 256 * MIB;
+      const child = await start(dir, {
+        ...task.env,
+        DENO_V8_FLAGS: v8,
+        BROKER_FSYNC: "never",
+        BROKER_MAX_MEMORY: "256MiB",
+      });
+      const pid = child.process.pid;
+      const idle = await rssBytes(pid);
+      const payload = new Uint8Array(2 * MIB).fill(0x62);
+      let stored = 0, refused = 0;
+      await Promise.all(["f1", "f2", "f3", "f4"].map(async (t) => {
+        while (refused < 20) {
+          const res = await fetch(`${child.url}/publish/${t}`, { method: "POST", body: payload });
+          const body = await res.json();
+          if (res.status === 201) stored++;
+          else if (body.code === "memory_full") refused++;
+          else assert.fail(`publish answered ${res.status}: ${JSON.stringify(body)}`);
+        }
+      }));
+      const full = await rssBytes(pid);
+      const mib = (b: number) => (b / MIB).toFixed(0);
+      assert.equal(stored, Math.floor(budget / (2 * MIB + 512)), "stored up to the budget");
+      assert.ok(
+        full - idle <= budget * RSS_PER_BUDGET_BYTE,
+        `RSS idle ${mib(idle)} MiB, full ${mib(full)} MiB for a ${mib(budget)} MiB budget`,
+      );
+      console.log(`RSS idle ${mib(idle)} MiB, full ${mib(full)} MiB, ${stored} stored`);
+      await stop(child, "SIGTERM");
+    }),
+});
+
+Deno.test({
+  name: "a broker whose log holds more than its budget starts, refuses publishes, drains, recovers",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withDataDir(async (dir) => {
+      let child = await start(dir, { BROKER_MAX_MEMORY: "64MiB" });
+      const payload = new Uint8Array(2 * MIB).fill(0x63);
+      for (let i = 0; i < 20; i++) {
+        const res = await fetch(`${child.url}/publish/over`, { method: "POST", body: payload });
+        assert.equal(res.status, 201, await res.text());
+      }
+      await stop(child, "SIGKILL");
+      child = await start(dir, { BROKER_MAX_MEMORY: "16MiB" });
+      const over = logLines(child).find((l) => l.msg?.startsWith("the log holds more"));
+      assert.ok(over && Number(over.held_bytes) > 16 * MIB, child.logs.join("\n"));
+      const refused = await fetch(`${child.url}/publish/over`, { method: "POST", body: "x" });
+      assert.equal(refused.status, 429);
+      assert.equal((await refused.json()).code, "memory_full");
+      const taken = await fetch(`${child.url}/consume/over?limit=1000&auto_ack=true`);
+      assert.equal(taken.status, 200);
+      await taken.body?.cancel();
+      // Each answer carries at most 4 MiB: take until the broker is under its budget again.
+      for (let i = 0; i < 20; i++) {
+        const more = await fetch(`${child.url}/consume/over?limit=1000&auto_ack=true`);
+        await more.body?.cancel();
+        if (more.status === 404) break;
+      }
+      const after = await fetch(`${child.url}/publish/over`, { method: "POST", body: "x" });
+      assert.equal(after.status, 201, await after.text());
       await stop(child, "SIGTERM");
     }),
 });

@@ -11,7 +11,7 @@ Deno.test("GET /api/stats answers uptime, totals and per-topic, per-group figure
     const res = await ctx.call("GET", "/api/stats");
     assert.equal(res.status, 200, res.text);
     const s = res.body;
-    assert.deepEqual(Object.keys(s), ["uptime_seconds", "totals", "topics"]);
+    assert.deepEqual(Object.keys(s), ["uptime_seconds", "totals", "memory", "topics"]);
     assert.equal(s.uptime_seconds, 2);
     assert.deepEqual(s.totals, {
       published: 9,
@@ -27,11 +27,20 @@ Deno.test("GET /api/stats answers uptime, totals and per-topic, per-group figure
       in_flight: 1,
       delayed: 1,
       oldest_age_seconds: 2,
+      held_bytes: s.topics.orders.held_bytes,
       groups: {
         "": { depth: 3, in_flight: 1, delayed: 1, oldest_age_seconds: 2 },
         billing: { depth: 4, in_flight: 1, delayed: 1, oldest_age_seconds: 2 },
       },
     });
+    assert.ok(s.topics.orders.held_bytes > 0);
+    const held = Object.values(s.topics).reduce((n: number, t) => n + (t as Json).held_bytes, 0);
+    assert.deepEqual(Object.keys(s.memory), [
+      "held_bytes",
+      "budget_bytes",
+      "drain_bytes_per_second",
+    ]);
+    assert.equal(s.memory.held_bytes, held);
     assert.equal(s.topics["jobs.dlq"].depth, 1);
     assert.equal(s.topics.temp.depth, 1);
   });

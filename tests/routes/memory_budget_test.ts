@@ -1,0 +1,71 @@
+/**
+ * BROKER_MAX_MEMORY through the HTTP server: 429 memory_full with Retry-After at the budget
+ * (before the body is read when its length is known), room again as consumers drain, and the
+ * held bytes in /api/queues, /api/stats and /metrics.
+ */
+
+import assert from "node:assert/strict";
+import { MESSAGE_OVERHEAD_BYTES } from "../../lib/memory.ts";
+import { assertProblem, consume, publish, rawRequest, withBroker } from "./_http.ts";
+
+const MIB = 1024 * 1024;
+const big = () => new Uint8Array(2 * MIB).fill(0x62);
+
+Deno.test("at BROKER_MAX_MEMORY a publish is 429 memory_full until consumers make room", async () => {
+  await withBroker({ maxMemoryBytes: 8 * MIB }, async (ctx) => {
+    for (let i = 0; i < 3; i++) await publish(ctx, "mem", big());
+    const full = await ctx.call("POST", "/publish/mem", { body: big() });
+    assertProblem(full, 429, "memory_full");
+    assert.ok(Number(full.headers.get("retry-after")) >= 1, "Retry-After");
+    // A small message still fits, and another topic shares the same budget.
+    await publish(ctx, "other", "small");
+    assertProblem(await ctx.call("POST", "/publish/other", { body: big() }), 429, "memory_full");
+    const m = await consume(ctx, "mem");
+    assert.equal((await ctx.call("POST", `/ack/mem/${m.id}`)).status, 204);
+    await publish(ctx, "mem", big());
+    const q = (await ctx.call("GET", "/api/queues")).body;
+    const held = Object.fromEntries(q.map((t: { name: string; held_bytes: number }) => [
+      t.name,
+      t.held_bytes,
+    ]));
+    assert.deepEqual(held, {
+      mem: 3 * (2 * MIB + MESSAGE_OVERHEAD_BYTES),
+      other: 5 + MESSAGE_OVERHEAD_BYTES,
+    });
+    const stats = (await ctx.call("GET", "/api/stats")).body;
+    assert.equal(stats.memory.budget_bytes, 8 * MIB);
+    assert.equal(stats.memory.held_bytes, held.mem + held.other);
+    assert.equal(stats.topics.mem.held_bytes, held.mem);
+    const metrics = (await ctx.call("GET", "/metrics")).text;
+    assert.match(metrics, /ferry_memory_budget_bytes 8388608/);
+    assert.match(metrics, new RegExp(`ferry_memory_held_bytes\\{topic="mem"\\} ${held.mem}`));
+    assert.match(metrics, /ferry_messages_rejected_total\{topic="mem",reason="memory_full"\} 1/);
+    assert.match(metrics, /ferry_messages_rejected_total\{topic="other",reason="memory_full"\} 1/);
+  });
+});
+
+Deno.test("a full broker refuses a publish from its Content-Length, before reading the body", async () => {
+  await withBroker({ maxMemoryBytes: 4 * MIB }, async (ctx) => {
+    await publish(ctx, "early", big());
+    // Headers promise 2 MiB, and no byte of the body is sent: the answer comes anyway.
+    const res = await rawRequest(
+      ctx.url,
+      `POST /publish/early HTTP/1.1\r\nHost: x\r\nContent-Length: ${2 * MIB}\r\n\r\n`,
+    );
+    assert.equal(res.status, 429, res.body);
+    assert.equal(JSON.parse(res.body).code, "memory_full");
+  });
+});
+
+Deno.test("purge and delete give their topic's bytes back to the budget", async () => {
+  await withBroker({ maxMemoryBytes: 6 * MIB }, async (ctx) => {
+    await publish(ctx, "p", big());
+    await publish(ctx, "d", big());
+    assertProblem(await ctx.call("POST", "/publish/p", { body: big() }), 429, "memory_full");
+    assert.equal((await ctx.call("DELETE", "/api/queues/purge?queue=p")).status, 200);
+    await publish(ctx, "p", big());
+    assert.equal((await ctx.call("DELETE", "/api/queues/delete?queue=d")).status, 200);
+    await publish(ctx, "p", big());
+    assert.equal(ctx.broker.memory.held, 2 * (2 * MIB + MESSAGE_OVERHEAD_BYTES));
+  });
+});
