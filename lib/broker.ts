@@ -33,7 +33,7 @@ import {
 } from "./message.ts";
 import { checkName } from "./names.ts";
 import { copyPayload } from "./slab.ts";
-import { MemoryBudget } from "./memory.ts";
+import { heldSize, MemoryBudget } from "./memory.ts";
 import { loadNodeId } from "./node_id.ts";
 import {
   DEFAULT_GROUP,
@@ -92,6 +92,7 @@ export interface TopicOptions {
   retainMs?: number;
   visibilityMs?: number;
   maxMessages?: number;
+  maxBytes?: number;
 }
 
 /** Options of Broker.open. */
@@ -203,6 +204,7 @@ export class Broker {
       retainMs: opts.retainMs ?? 0,
       visibilityMs: opts.visibilityMs ?? 0,
       maxMessages: opts.maxMessages ?? 0,
+      maxBytes: opts.maxBytes ?? 0,
       createdAt: now,
     };
     const topic = new Topic(name, settings, this.#openWal(name, 0), this.memory);
@@ -269,17 +271,7 @@ export class Broker {
       }
     }
     this.#admit(name, topic, payload.length);
-    const { maxMessages } = this.effective(topic);
-    if (topic.messages.size >= maxMessages) {
-      if (topic.settings.policy === "reject") {
-        topic.counters.rejectedQueueFull++;
-        throw new BrokerError(
-          "queue_full",
-          `Cannot publish to "${name}": queue holds ${topic.messages.size} messages (limit ${maxMessages})`,
-        );
-      }
-      this.#dropOldest(topic, topic.messages.size - maxMessages + 1, now);
-    }
+    this.#makeRoom(topic, payload.length, now);
     const ttl = opts.ttlMs || topic.settings.retainMs;
     const record: PublishRecord = {
       type: RecordType.Publish,
@@ -336,11 +328,37 @@ export class Broker {
     }
   }
 
-  #dropOldest(topic: Topic, n: number, now: number): void {
+  /**
+   * Applies the topic's caps (`max_messages`, `max_bytes`) to one more message: a `reject`
+   * topic refuses it (429 queue_full), a `drop-oldest` one drops its oldest messages.
+   */
+  #makeRoom(topic: Topic, payloadBytes: number, now: number): void {
+    const { maxMessages } = this.effective(topic);
+    const maxBytes = topic.settings.maxBytes || Infinity;
+    const need = heldSize(payloadBytes);
+    const overCount = topic.messages.size + 1 - maxMessages;
+    const overBytes = topic.heldBytes + need - maxBytes;
+    if (overCount <= 0 && overBytes <= 0) return;
+    if (topic.settings.policy === "reject" || need > maxBytes) {
+      topic.counters.rejectedQueueFull++;
+      const why = need > maxBytes
+        ? `the message needs ${need} bytes, more than its max_bytes of ${maxBytes}`
+        : overCount > 0
+        ? `queue holds ${topic.messages.size} messages (limit ${maxMessages})`
+        : `queue holds ${topic.heldBytes} bytes (max_bytes ${maxBytes})`;
+      throw new BrokerError("queue_full", `Cannot publish to "${topic.name}": ${why}`);
+    }
+    this.#dropOldest(topic, overCount, overBytes, now);
+  }
+
+  /** Drops the oldest messages until `n` are gone and `bytes` are freed. */
+  #dropOldest(topic: Topic, n: number, bytes: number, now: number): void {
     const ids: string[] = [];
-    for (const id of topic.messages.keys()) {
-      if (ids.length >= n) break;
-      ids.push(id);
+    let freed = 0;
+    for (const msg of topic.messages.values()) {
+      if (ids.length >= n && freed >= bytes) break;
+      ids.push(msg.id);
+      freed += heldSize(msg.payloadBytes);
     }
     topic.commit({ type: RecordType.Remove, seq: topic.nextSeq(), ids }, now).catch(() => {});
     this.log.debug("dropped oldest messages", { topic: topic.name, count: ids.length });
@@ -944,6 +962,7 @@ export class Broker {
           retainMs: 0,
           visibilityMs: 0,
           maxMessages: 0,
+          maxBytes: 0,
           createdAt: now,
         },
         new MemoryWal(),

@@ -25,6 +25,8 @@ export interface TopicSettings {
   visibilityMs: number;
   maxMessages: number;
   createdAt: number;
+  /** Bytes its messages may hold (payload + overhead each); 0: no cap. */
+  maxBytes: number;
 }
 
 /** Counters since start-up, for /api/stats and /metrics. */
@@ -116,6 +118,7 @@ export class Topic {
           visibilityMs: r.visibilityMs,
           maxMessages: r.maxMessages,
           createdAt: r.createdAt,
+          maxBytes: r.maxBytes,
         };
         break;
       case RecordType.Publish:

@@ -7,7 +7,8 @@
  * Body:   u8 type | u8 record version (1) | f64 seq | fields of the type, little-endian;
  *         str = u16 byte length + UTF-8; bytes = u32 length + raw bytes; time = f64 ms (0 = none)
  *
- *   META     policy u8 | retain time | visibility time | maxMessages f64 | createdAt time
+ *   META     policy u8 | retain time | visibility time | maxMessages f64 | createdAt time |
+ *            maxBytes f64 (absent from files written before it existed: read as 0)
  *   PUBLISH  id str | timestamp time | priority u8 (bit 7: merge) | expiresAt time | redriveCount u16 |
  *            idemKey str | reason str | origin str | dueAt time | headers u16 n × (str, str) | deliveries u16 n ×
  *            (group str, retryCount u8, dueAt time) — n = 0xffff means "every group" |
@@ -56,6 +57,8 @@ export interface MetaRecord {
   visibilityMs: number;
   maxMessages: number;
   createdAt: number;
+  /** 0: no byte cap. */
+  maxBytes: number;
 }
 export interface DeliverySpec {
   group: string;
@@ -182,7 +185,7 @@ export function frameSize(r: WalRecord): number {
   let size = FRAME_HEADER_BYTES + 1 + 1 + 8;
   switch (r.type) {
     case RecordType.Meta:
-      size += 1 + 8 * 4;
+      size += 1 + 8 * 5;
       break;
     case RecordType.Publish:
       size += strBytes(r.id) + 8 + 1 + 8 + 2 + strBytes(r.idemKey) + strBytes(r.reason) +
@@ -233,6 +236,7 @@ export function encodeRecordInto(
       w.f64(r.visibilityMs);
       w.f64(r.maxMessages);
       w.f64(r.createdAt);
+      w.f64(r.maxBytes);
       break;
     case RecordType.Publish:
       w.str(r.id);
@@ -334,6 +338,7 @@ export function decodeRecordAt(
         visibilityMs: r.f64(),
         maxMessages: r.f64(),
         createdAt: r.f64(),
+        maxBytes: r.pos < r.end ? r.f64() : 0,
       };
     }
     case RecordType.Publish: {

@@ -20,6 +20,7 @@ export function topicJson(broker: Broker, t: Topic) {
     retain: t.settings.retainMs ? formatDuration(t.settings.retainMs) : null,
     visibility: formatDuration(eff.visibilityMs),
     max_messages: eff.maxMessages,
+    max_bytes: t.settings.maxBytes || null,
     created_at: new Date(t.settings.createdAt).toISOString(),
   };
 }
@@ -55,6 +56,7 @@ async function createTopic(req: Request, ctx: Ctx): Promise<Response> {
   const retain = optString(body, "retain");
   const visibility = optString(body, "visibility");
   const max = body.max_messages;
+  const maxBytes = body.max_bytes;
   const topic = await ctx.broker.createTopic(name, {
     policy: policy as Policy,
     retainMs: retain ? durationIn(retain, "retain", MAX_TIME_MS) : 0,
@@ -62,6 +64,9 @@ async function createTopic(req: Request, ctx: Ctx): Promise<Response> {
     maxMessages: max === undefined || max === null
       ? 0
       : parseIntIn(max, "max_messages", 1, ctx.broker.config.maxQueue),
+    maxBytes: maxBytes === undefined || maxBytes === null
+      ? 0
+      : parseIntIn(maxBytes, "max_bytes", 1, Number.MAX_SAFE_INTEGER),
   });
   return json(topicJson(ctx.broker, topic), 201);
 }

@@ -70,6 +70,7 @@ const SPECS: Record<string, Spec> = {
       retain: "duration",
       visibility: "lease",
       max_messages: "maxMessages",
+      max_bytes: "maxMessages",
     },
   },
   "POST /api/groups": { json: { topic: "topic", group: "group" } },

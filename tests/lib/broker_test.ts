@@ -225,3 +225,21 @@ Deno.test("Broker.consume() acks nothing and puts messages back when handOver th
   assertEquals(g.held, 0);
   await b.close();
 });
+
+Deno.test("Broker keeps a topic's max_bytes across a restart and a compaction", async () => {
+  const t = await open({ compactMinBytes: 0, compactRatio: 2 });
+  await t.broker.createTopic("mb", { policy: "reject", maxBytes: 4096 });
+  await t.broker.publish("mb", bytes("x".repeat(3000)));
+  await t.broker.close();
+  const again = await open({ dataDir: t.dir, compactMinBytes: 0, compactRatio: 2 }, t.now);
+  assertEquals(again.broker.findTopic("mb")!.settings.maxBytes, 4096);
+  await assertRejects(() => again.broker.publish("mb", bytes("y".repeat(3000))), "queue_full");
+  const [m] = await again.broker.consume("mb", { autoAck: true });
+  assertEquals(m!.payload_text!.length, 3000);
+  again.advance(10); // compacts: the file is all garbage now
+  await again.broker.close();
+  const third = await open({ dataDir: t.dir }, again.now);
+  assertEquals(third.broker.findTopic("mb")!.settings.maxBytes, 4096);
+  await third.broker.close();
+  await Deno.remove(t.dir, { recursive: true });
+});

@@ -17,6 +17,7 @@ const records: WalRecord[] = [
     visibilityMs: 5_000,
     maxMessages: 10,
     createdAt: 1_700_000_000_000,
+    maxBytes: 1 << 20,
   },
   {
     type: RecordType.Publish,
@@ -88,4 +89,10 @@ Deno.test("checksumOk() rejects a flipped payload byte", () => {
   const crc = new DataView(frame.buffer).getUint32(4, true);
   frame[frame.length - 1]! ^= 1;
   assertEquals(checksumOk(crc, frame.subarray(FRAME_HEADER_BYTES)), false);
+});
+
+Deno.test("decodeRecord() reads a META written before max_bytes existed as no byte cap", () => {
+  const frame = encodeRecord(records[0]!);
+  const body = frame.subarray(FRAME_HEADER_BYTES, frame.length - 8); // without maxBytes
+  assertEquals(decodeRecord(body), { ...records[0]!, maxBytes: 0 } as WalRecord);
 });

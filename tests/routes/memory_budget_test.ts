@@ -69,3 +69,38 @@ Deno.test("purge and delete give their topic's bytes back to the budget", async 
     assert.equal(ctx.broker.memory.held, 2 * (2 * MIB + MESSAGE_OVERHEAD_BYTES));
   });
 });
+
+Deno.test("a topic's max_bytes caps it: reject refuses, drop-oldest drops the oldest", async () => {
+  await withBroker({}, async (ctx) => {
+    const cap = 5 * MIB;
+    for (const [name, policy] of [["capped", "reject"], ["rolling", "drop-oldest"]]) {
+      const res = await ctx.call("POST", "/api/topics", {
+        json: { name, policy, max_bytes: cap },
+      });
+      assert.equal(res.status, 201, res.text);
+      assert.equal(res.body.max_bytes, cap);
+    }
+    for (let i = 0; i < 2; i++) {
+      await publish(ctx, "capped", big());
+      await publish(ctx, "rolling", big());
+    }
+    const full = await ctx.call("POST", "/publish/capped", { body: big() });
+    assertProblem(full, 429, "queue_full");
+    assert.match(full.body.detail, /max_bytes/);
+    const first = await consume(ctx, "rolling", "peek=true");
+    await publish(ctx, "rolling", big());
+    const kept = await consume(ctx, "rolling", "peek=true&limit=10");
+    assert.equal(kept.length, 2, "the oldest was dropped to make room");
+    assert.ok(!kept.some((m: { id: string }) => m.id === first.id));
+    // One message larger than max_bytes fits under no policy.
+    const small = await ctx.call("POST", "/api/topics", {
+      json: { name: "tiny", policy: "drop-oldest", max_bytes: MIB },
+    });
+    assert.equal(small.status, 201, small.text);
+    assertProblem(await ctx.call("POST", "/publish/tiny", { body: big() }), 429, "queue_full");
+    for (const bad of [0, -1, "lots", 1.5]) {
+      const res = await ctx.call("POST", "/api/topics", { json: { name: "bad", max_bytes: bad } });
+      assertProblem(res, 400, "invalid_parameter");
+    }
+  });
+});
