@@ -17,3 +17,13 @@ export function startTask(): { env: Record<string, string>; v8Flags: string[] } 
   }
   return { env, v8Flags: words.filter((w) => w.startsWith("--v8-flags=")) };
 }
+
+/**
+ * The start task as environment for a spawned `main.ts`: its `NAME=value` words, and its V8
+ * flags as DENO_V8_FLAGS (the same as `--v8-flags`, without touching the child's argv).
+ */
+export function startTaskEnv(): Record<string, string> {
+  const { env, v8Flags } = startTask();
+  const v8 = v8Flags.map((f) => f.slice("--v8-flags=".length)).join(",");
+  return v8 ? { ...env, DENO_V8_FLAGS: v8 } : env;
+}

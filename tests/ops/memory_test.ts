@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { startTask } from "../_support/start_task.ts";
+import { startTaskEnv } from "../_support/start_task.ts";
 import { logLines, start, stop, withDataDir } from "../durability/_util.ts";
 
 const MIB = 1024 * 1024;
@@ -21,9 +21,7 @@ Deno.test({
   sanitizeResources: false,
   fn: () =>
     withDataDir(async (dir) => {
-      const task = startTask();
-      const v8 = task.v8Flags.map((f) => f.slice("--v8-flags=".length)).join(",");
-      const child = await start(dir, { ...task.env, DENO_V8_FLAGS: v8, BROKER_FSYNC: "never" });
+      const child = await start(dir, { ...startTaskEnv(), BROKER_FSYNC: "never" });
       const pid = child.process.pid;
       const idle = await rssBytes(pid);
       const payload = new Uint8Array(2 * MIB).fill(0x61);
@@ -64,12 +62,9 @@ Deno.test({
   sanitizeResources: false,
   fn: () =>
     withDataDir(async (dir) => {
-      const task = startTask();
-      const v8 = task.v8Flags.map((f) => f.slice("--v8-flags=".length)).join(",");
       const budget = 256 * MIB;
       const child = await start(dir, {
-        ...task.env,
-        DENO_V8_FLAGS: v8,
+        ...startTaskEnv(),
         BROKER_FSYNC: "never",
         BROKER_MAX_MEMORY: "256MiB",
       });

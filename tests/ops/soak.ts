@@ -7,7 +7,7 @@
  */
 
 import { type ChildBroker, spawnBroker } from "../_support/server.ts";
-import { startTask } from "../_support/start_task.ts";
+import { startTaskEnv } from "../_support/start_task.ts";
 import { HELD_CONNS, IDLE_TOPIC, Load, maxOf, setUp, sleep } from "./soak_load.ts";
 
 /** Open fds allowed above the idle baseline once the load has stopped, plus one per new topic. */
@@ -196,10 +196,7 @@ export async function runSoak(o: SoakOptions, hooks: SoakHooks = {}): Promise<So
   hooks.signal?.addEventListener("abort", kill);
   const check = () => hooks.signal?.throwIfAborted();
   try {
-    // As `deno task start` runs it; DENO_V8_FLAGS equals `--v8-flags` and leaves the argv alone.
-    const task = startTask();
-    const v8 = task.v8Flags.map((f) => f.slice("--v8-flags=".length)).join(",");
-    const env = { ...task.env, BROKER_FSYNC: "always", DENO_V8_FLAGS: v8 };
+    const env = { ...startTaskEnv(), BROKER_FSYNC: "always" }; // as `deno task start` runs it
     child = await spawnBroker({ dataDir: dir, env });
     child.exited.then((s) => {
       if (!dying) brokerExit = `exit code ${s.code}${s.signal ? `, ${s.signal}` : ""}`, kill();
