@@ -718,7 +718,10 @@ export class Broker {
     if (!dlq || dlq.messages.size === 0) return { queue: base, source, moved: 0 };
     const target = this.getTopic(base);
     const now = this.now();
-    const room = Math.max(0, this.effective(target).maxMessages - target.messages.size);
+    const room = {
+      messages: this.effective(target).maxMessages - target.messages.size,
+      bytes: (target.settings.maxBytes || Infinity) - target.heldBytes,
+    };
     const { moved, durable } = redrive(dlq, target, room, now);
     this.#wakeAll(target, now);
     await durable;

@@ -5,6 +5,7 @@
  */
 
 import { DLQ_SUFFIX, MAX_ATTEMPTS } from "./config.ts";
+import { heldSize } from "./memory.ts";
 import type { Group } from "./group.ts";
 import type { Delivery } from "./message.ts";
 import { DEFAULT_GROUP, type Topic } from "./topic.ts";
@@ -65,18 +66,22 @@ export function deadLetter(
 
 /**
  * Moves every message of `dlq` back to `target` with retry_count 0 and redrive_count + 1, to
- * the group it came from (or every group), as far as `target` has room. Returns how many moved.
+ * the group it came from (or every group), as far as `target` has room (its `max_messages` and
+ * `max_bytes`, counted as the memory budget counts). Returns how many moved.
  */
 export function redrive(
   dlq: Topic,
   target: Topic,
-  room: number,
+  room: { messages: number; bytes: number },
   now: number,
 ): { moved: number; durable: Promise<unknown> } {
   const ids: string[] = [];
   const writes: Promise<void>[] = [];
+  let bytesLeft = room.bytes;
   for (const msg of dlq.messages.values()) {
-    if (ids.length >= room) break;
+    const size = heldSize(msg.payloadBytes);
+    if (ids.length >= room.messages || size > bytesLeft) break;
+    bytesLeft -= size;
     ids.push(msg.id);
     writes.push(target.commit({
       type: RecordType.Publish,

@@ -104,3 +104,15 @@ Deno.test("a topic's max_bytes caps it: reject refuses, drop-oldest drops the ol
     }
   });
 });
+
+Deno.test("a redrive moves only what fits the target's max_bytes; the rest stays dead-lettered", async () => {
+  await withBroker({}, async (ctx) => {
+    const res = await ctx.call("POST", "/api/topics", { json: { name: "rb", max_bytes: 5 * MIB } });
+    assert.equal(res.status, 201, res.text);
+    for (let i = 0; i < 3; i++) await publish(ctx, "rb.dlq", big());
+    const moved = await ctx.call("POST", "/api/queues/redrive?queue=rb");
+    assert.equal(moved.body.moved, 2, moved.text);
+    const left = await consume(ctx, "rb.dlq", "peek=true&limit=10");
+    assert.equal(left.length, 1);
+  });
+});
