@@ -27,11 +27,13 @@ import {
   type MessageJson,
   messageJson,
   NORMAL,
+  type PayloadLocation,
   PRIORITIES,
   State,
   StoredMessage,
 } from "./message.ts";
 import { checkName } from "./names.ts";
+import { PayloadFile } from "./payload_file.ts";
 import { copyPayload } from "./slab.ts";
 import { heldSize, MemoryBudget } from "./memory.ts";
 import { loadNodeId } from "./node_id.ts";
@@ -207,21 +209,33 @@ export class Broker {
       maxBytes: opts.maxBytes ?? 0,
       createdAt: now,
     };
-    const topic = new Topic(name, settings, this.#openWal(name, 0), this.memory);
+    const topic = new Topic(
+      name,
+      settings,
+      this.#openWal(name, 0),
+      this.memory,
+      this.#diskPayloadMin,
+    );
     this.topics.set(name, topic);
     topic.commit({ type: RecordType.Meta, seq: topic.nextSeq(), ...settings }, now)
       .catch(() => {}); // a failed write marks the WAL failed; later writes report it
     return topic;
   }
 
-  #openWal(name: string, size: number): Wal {
+  #openWal(name: string, size: number, replayed?: PayloadFile): Wal {
     if (this.config.dataDir === ":memory:") return new MemoryWal();
     return new FileWal(`${this.config.dataDir}/${name}.wal`, this.config.dataDir, size, {
       fsync: this.config.fsync,
       log: this.log,
       onFsync: this.#onFsync,
       after: this.#deleting.get(name),
+      replayed,
     });
+  }
+
+  /** Payloads this large or larger stay in the WAL file; with no file, every one in memory. */
+  get #diskPayloadMin(): number {
+    return this.config.dataDir === ":memory:" ? Infinity : this.config.diskPayloadMinBytes;
   }
 
   /** Creates a topic in advance; 409 when it exists. */
@@ -337,7 +351,7 @@ export class Broker {
     const maxBytes = topic.settings.maxBytes || Infinity;
     const need = heldSize(payloadBytes);
     const overCount = topic.messages.size + 1 - maxMessages;
-    const overBytes = topic.heldBytes + need - maxBytes;
+    const overBytes = topic.storedBytes + need - maxBytes;
     if (overCount <= 0 && overBytes <= 0) return;
     if (topic.settings.policy === "reject" || need > maxBytes) {
       topic.counters.rejectedQueueFull++;
@@ -345,7 +359,7 @@ export class Broker {
         ? `the message needs ${need} bytes, more than its max_bytes of ${maxBytes}`
         : overCount > 0
         ? `queue holds ${topic.messages.size} messages (limit ${maxMessages})`
-        : `queue holds ${topic.heldBytes} bytes (max_bytes ${maxBytes})`;
+        : `queue holds ${topic.storedBytes} bytes (max_bytes ${maxBytes})`;
       throw new BrokerError("queue_full", `Cannot publish to "${topic.name}": ${why}`);
     }
     this.#dropOldest(topic, overCount, overBytes, now);
@@ -358,7 +372,7 @@ export class Broker {
     for (const msg of topic.messages.values()) {
       if (ids.length >= n && freed >= bytes) break;
       ids.push(msg.id);
-      freed += heldSize(msg.payloadBytes);
+      freed += msg.storedBytes;
     }
     topic.commit({ type: RecordType.Remove, seq: topic.nextSeq(), ids }, now).catch(() => {});
     this.log.debug("dropped oldest messages", { topic: topic.name, count: ids.length });
@@ -720,7 +734,7 @@ export class Broker {
     const now = this.now();
     const room = {
       messages: this.effective(target).maxMessages - target.messages.size,
-      bytes: (target.settings.maxBytes || Infinity) - target.heldBytes,
+      bytes: (target.settings.maxBytes || Infinity) - target.storedBytes,
     };
     const { moved, durable } = redrive(dlq, target, room, now);
     this.#wakeAll(target, now);
@@ -891,6 +905,7 @@ export class Broker {
     const t0 = performance.now();
     try {
       await topic.wal.compact(() => topic.snapshot(this.now()));
+      topic.relocate();
       this.log.debug("compacted", {
         topic: topic.name,
         bytes_before: before,
@@ -970,21 +985,30 @@ export class Broker {
         },
         new MemoryWal(),
         this.memory,
+        this.#diskPayloadMin,
       );
       const path = `${dir}/${name}.wal`;
-      const result = await replayFile(path, (r, size) => {
+      // Large payloads stay in the file; this reader keeps reading them, even if replay cuts
+      // damage out of the file (it reads the file as replay saw it) until a compaction moves them.
+      const replayed = await PayloadFile.open(path);
+      const result = await replayFile(path, (r, size, at) => {
+        let disk: PayloadLocation | undefined;
         if (r.type === RecordType.Publish) {
-          r.payload = copyPayload(r.payload);
+          if (r.payload.length >= topic.diskPayloadMin) {
+            disk = { file: replayed, offset: at + size - r.payload.length };
+          } else {
+            r.payload = copyPayload(r.payload);
+          }
           r.headers = internHeaders(r.headers);
         }
-        topic.apply(r, now, size);
+        topic.apply(r, now, size, disk);
       }, this.log);
       records += result.records;
       if (result.validBytes === 0) {
         // Empty or header-less: start the file afresh.
         await Deno.remove(path);
       }
-      topic.wal = this.#openWal(name, result.validBytes);
+      topic.wal = this.#openWal(name, result.validBytes, replayed);
       messages += topic.messages.size;
       this.topics.set(name, topic);
     }

@@ -64,6 +64,8 @@ export interface Config {
   compactMinBytes: number;
   /** Bytes the broker may hold for messages (payload + overhead); past it, 429 memory_full. */
   maxMemoryBytes: number;
+  /** Payloads this large or larger are read back from the WAL file, not kept in memory. */
+  diskPayloadMinBytes: number;
 }
 
 interface Setting {
@@ -231,6 +233,13 @@ export const SETTINGS: readonly Setting[] = [
     def: "40%",
     help: "memory the broker may hold for messages (512MiB, 4GiB, bytes, or % of physical memory)",
     apply: (c, v) => c.maxMemoryBytes = size("BROKER_MAX_MEMORY", v),
+  },
+  {
+    env: "BROKER_DISK_PAYLOAD_MIN",
+    flag: "--disk-payload-min",
+    def: "64KiB",
+    help: "payloads this large or larger are served from the WAL file, not kept in memory",
+    apply: (c, v) => c.diskPayloadMinBytes = size("BROKER_DISK_PAYLOAD_MIN", v),
   },
   {
     env: "BROKER_COMPACT_RATIO",

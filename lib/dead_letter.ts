@@ -5,7 +5,6 @@
  */
 
 import { DLQ_SUFFIX, MAX_ATTEMPTS } from "./config.ts";
-import { heldSize } from "./memory.ts";
 import type { Group } from "./group.ts";
 import type { Delivery } from "./message.ts";
 import { DEFAULT_GROUP, type Topic } from "./topic.ts";
@@ -79,7 +78,7 @@ export function redrive(
   const writes: Promise<void>[] = [];
   let bytesLeft = room.bytes;
   for (const msg of dlq.messages.values()) {
-    const size = heldSize(msg.payloadBytes);
+    const size = msg.storedBytes;
     if (ids.length >= room.messages || size > bytesLeft) break;
     bytesLeft -= size;
     ids.push(msg.id);

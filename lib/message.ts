@@ -6,6 +6,14 @@
 import { isUtf8 } from "node:buffer";
 import type { Group } from "./group.ts";
 import type { PublishRecord } from "./wal_record.ts";
+import { MESSAGE_OVERHEAD_BYTES } from "./memory.ts";
+import type { PayloadFile } from "./payload_file.ts";
+
+/** A payload's place in a WAL file. */
+export interface PayloadLocation {
+  file: PayloadFile;
+  offset: number;
+}
 
 /** Priorities in delivery order; a message stores the index. */
 export const PRIORITIES = ["high", "normal", "low"] as const;
@@ -57,11 +65,15 @@ export class StoredMessage {
   /** Its deliveries: the first group's here, any further ones in `rest` (no per-group Map). */
   first: Delivery | undefined = undefined;
   rest: Delivery[] | undefined = undefined;
-  readonly #buffer: ArrayBufferLike;
+  #buffer: ArrayBufferLike | undefined;
   readonly #offset: number;
   readonly #length: number;
+  /** Where the payload is when it is not in memory: a WAL file and the offset in it. */
+  #file: PayloadFile | undefined;
+  #fileOffset = 0;
 
-  constructor(f: MessageFields, size: number) {
+  /** With `disk`, the payload stays in the file (f.payload is only read for its length). */
+  constructor(f: MessageFields, size: number, disk?: PayloadLocation) {
     this.id = f.id;
     this.seq = f.seq;
     this.timestamp = f.timestamp;
@@ -73,9 +85,32 @@ export class StoredMessage {
     this.origin = f.origin;
     this.reason = f.reason;
     this.size = size;
-    this.#buffer = f.payload.buffer;
     this.#offset = f.payload.byteOffset;
     this.#length = f.payload.length;
+    if (disk) this.toDisk(disk);
+    else this.#buffer = f.payload.buffer;
+  }
+
+  /** Leaves the payload in its WAL file (or another generation of it) and drops the memory. */
+  toDisk(at: PayloadLocation): void {
+    this.#file = at.file;
+    this.#fileOffset = at.offset;
+    this.#buffer = undefined;
+  }
+
+  /** Where the payload is on disk, when it is not in memory. */
+  get location(): PayloadLocation | undefined {
+    return this.#file && { file: this.#file, offset: this.#fileOffset };
+  }
+
+  /** What it holds against the memory budget: the payload unless on disk, and the overhead. */
+  get heldBytes(): number {
+    return (this.#file ? 0 : this.#length) + MESSAGE_OVERHEAD_BYTES;
+  }
+
+  /** What it counts toward its topic's max_bytes, wherever its payload is. */
+  get storedBytes(): number {
+    return this.#length + MESSAGE_OVERHEAD_BYTES;
   }
 
   /** This message's delivery in `group`, if that group holds it. */
@@ -111,9 +146,13 @@ export class StoredMessage {
     return this.#length;
   }
 
-  /** The payload bytes (a fresh view of the shared slab each call: keep it in a local). */
+  /**
+   * The payload bytes (keep them in a local): a fresh view of the shared slab, or, for a payload
+   * on disk, a positioned read of its WAL file.
+   */
   get payload(): Uint8Array {
-    return new Uint8Array(this.#buffer, this.#offset, this.#length);
+    if (this.#file) return this.#file.read(this.#fileOffset, this.#length);
+    return new Uint8Array(this.#buffer!, this.#offset, this.#length);
   }
 }
 

@@ -7,11 +7,12 @@
 import { DLQ_SUFFIX, IDEMPOTENCY_WINDOW_MS } from "./config.ts";
 import { Group, type Waiter } from "./group.ts";
 import { Heap } from "./heap.ts";
-import { heldSize, MemoryBudget } from "./memory.ts";
-import { type Delivery, State, StoredMessage } from "./message.ts";
+import { MemoryBudget } from "./memory.ts";
+import { type Delivery, type PayloadLocation, State, StoredMessage } from "./message.ts";
 import type { Wal } from "./wal.ts";
 import {
   encodeRecord,
+  FILE_HEADER_BYTES,
   type Policy,
   type PublishRecord,
   RecordType,
@@ -70,8 +71,16 @@ export class Topic {
   readonly keys = new Map<string, { id: string; at: number }>();
   /** WAL bytes of the records that still matter (messages held, keys, groups). */
   liveBytes = 0;
-  /** What its messages hold against the memory budget (payload + overhead each). */
+  /** What its messages hold against the memory budget (overhead each, and payloads in memory). */
   heldBytes = 0;
+  /** What its messages count toward max_bytes (payload + overhead each, wherever the payload is). */
+  storedBytes = 0;
+  /** Payload offsets of the snapshot being written (message, offset in the new file). */
+  #relocations: [StoredMessage, number][] = [];
+  /** The WAL generation the snapshot's offsets belong to. */
+  #relocationGeneration = -1;
+  /** Messages whose payload is on disk (relocate() walks the messages only when some are). */
+  #onDisk = 0;
   readonly counters: TopicCounters = zeroCounters();
   /** Live listeners (SSE, WebSocket spies): called with every message applied live. */
   readonly listeners = new Set<(msg: StoredMessage) => void>();
@@ -82,6 +91,8 @@ export class Topic {
     public settings: TopicSettings,
     public wal: Wal,
     public memory: MemoryBudget = new MemoryBudget(Infinity),
+    /** Payloads this large or larger are read from the WAL file, not kept in memory. */
+    readonly diskPayloadMin = Infinity,
   ) {
     this.isDeadLetter = name.endsWith(DLQ_SUFFIX);
     this.groups.set(DEFAULT_GROUP, new Group(DEFAULT_GROUP, settings.createdAt));
@@ -101,13 +112,36 @@ export class Topic {
    * reaches disk only once `after` has (see Wal.append).
    */
   commit(record: WalRecord, now: number, after?: Promise<unknown>): Promise<void> {
+    const at = this.wal.bytes;
+    const generation = this.wal.generation;
     const durable = this.wal.append(record, after);
     this.apply(record, now, this.wal.lastSize);
+    if (record.type === RecordType.Publish && record.payload.length >= this.diskPayloadMin) {
+      // Once on disk, the payload is read from there: the frame ends with it.
+      const offset = at + this.wal.lastSize - record.payload.length;
+      durable.then(() => this.#toDisk(record.id, generation, offset), () => {});
+    }
     return durable;
   }
 
-  /** Applies one record to memory: the only way durable state changes, live or at replay. */
-  apply(r: WalRecord, now: number, size: number): void {
+  #toDisk(id: string, generation: number, offset: number): void {
+    const msg = this.messages.get(id);
+    const at = msg && !msg.location && this.wal.locate(generation, offset);
+    if (msg && at) this.#move(msg, at);
+  }
+
+  #move(msg: StoredMessage, at: PayloadLocation): void {
+    const before = msg.heldBytes;
+    if (!msg.location) this.#onDisk++;
+    msg.toDisk(at);
+    this.#hold(msg.heldBytes - before);
+  }
+
+  /**
+   * Applies one record to memory: the only way durable state changes, live or at replay.
+   * `disk` says where a PUBLISH's payload is in its file, when replay leaves it there.
+   */
+  apply(r: WalRecord, now: number, size: number, disk?: PayloadLocation): void {
     // A compacted file lists held messages under their original (older) numbers after META.
     if (r.seq > this.seq) this.seq = r.seq;
     switch (r.type) {
@@ -122,7 +156,7 @@ export class Topic {
         };
         break;
       case RecordType.Publish:
-        this.#applyPublish(r, now, size);
+        this.#applyPublish(r, now, size, disk);
         break;
       case RecordType.Group:
         if (!this.groups.has(r.name)) this.groups.set(r.name, new Group(r.name, r.createdAt));
@@ -159,13 +193,15 @@ export class Topic {
         for (const g of this.groups.values()) g.clear();
         for (const msg of this.messages.values()) this.liveBytes -= msg.size;
         this.#hold(-this.heldBytes);
+        this.storedBytes = 0;
+        this.#onDisk = 0;
         this.messages.clear();
         this.expiry.clear();
         break;
     }
   }
 
-  #applyPublish(r: PublishRecord, now: number, size: number): void {
+  #applyPublish(r: PublishRecord, now: number, size: number, disk?: PayloadLocation): void {
     if (r.idemKey && r.timestamp + IDEMPOTENCY_WINDOW_MS > now) {
       this.keys.set(r.idemKey, { id: r.id, at: r.timestamp });
     }
@@ -174,10 +210,12 @@ export class Topic {
     let msg = r.merge ? this.messages.get(r.id) : undefined;
     const fresh = msg === undefined;
     if (!msg) {
-      msg = new StoredMessage(r, size);
+      msg = new StoredMessage(r, size, disk);
       this.messages.set(r.id, msg);
       this.liveBytes += size;
-      this.#hold(heldSize(msg.payloadBytes));
+      this.#hold(msg.heldBytes);
+      this.storedBytes += msg.storedBytes;
+      if (disk) this.#onDisk++;
       if (msg.expiresAt) this.expiry.push(msg.expiresAt, msg);
     }
     if (r.deliveries) {
@@ -205,6 +243,27 @@ export class Topic {
     this.memory = new MemoryBudget(Infinity);
   }
 
+  /**
+   * After a compaction: every payload on disk now lives in the new file, at the offset the
+   * snapshot wrote it to, or (appended during the compaction) where the WAL moved it. Large
+   * payloads still in memory go to disk too. Then the replaced files' readers close.
+   */
+  relocate(): void {
+    const swapped = this.wal.generation === this.#relocationGeneration;
+    const moved = new Map(swapped ? this.#relocations : []);
+    this.#relocations = [];
+    if (!swapped) return; // the compaction did not replace the file: offsets are unchanged
+    if (moved.size === 0 && this.#onDisk === 0) return this.wal.releaseRetired();
+    for (const msg of this.messages.values()) {
+      const offset = moved.get(msg);
+      const at = offset !== undefined
+        ? this.wal.locate(this.wal.generation, offset)
+        : msg.location && this.wal.rebase(msg.location);
+      if (at && msg.payloadBytes >= this.diskPayloadMin) this.#move(msg, at);
+    }
+    this.wal.releaseRetired();
+  }
+
   /** Counts `bytes` (negative: freed) on the topic and against the broker's budget. */
   #hold(bytes: number): void {
     this.heldBytes += bytes;
@@ -229,7 +288,9 @@ export class Topic {
     if (this.messages.get(msg.id) === msg) {
       this.messages.delete(msg.id);
       this.liveBytes -= msg.size;
-      this.#hold(-heldSize(msg.payloadBytes));
+      this.#hold(-msg.heldBytes);
+      this.storedBytes -= msg.storedBytes;
+      if (msg.location) this.#onDisk--;
     }
   }
 
@@ -323,6 +384,10 @@ export class Topic {
     const keyed = new Set<string>();
     let chunk: Uint8Array[] = [];
     let bytes = 0;
+    // Where each frame lands in the new file: after the header, the head, then in order.
+    let pos = FILE_HEADER_BYTES + head.reduce((n, f) => n + f.length, 0);
+    this.#relocations = [];
+    this.#relocationGeneration = this.wal.generation + 1;
     for (const msg of messages) {
       if (msg.idemKey) keyed.add(msg.idemKey);
       if (this.messages.get(msg.id) !== msg) continue; // gone since T; its record is captured
@@ -330,6 +395,10 @@ export class Topic {
       // The message now rests on its new record: keep the accounting exact.
       this.liveBytes += f.length - msg.size;
       msg.size = f.length;
+      if (msg.payloadBytes >= this.diskPayloadMin) {
+        this.#relocations.push([msg, pos + f.length - msg.payloadBytes]);
+      }
+      pos += f.length;
       chunk.push(f);
       bytes += f.length;
       if (bytes >= chunkBytes) {

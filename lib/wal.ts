@@ -10,6 +10,8 @@
 
 import { FSYNC_INTERVAL_MS, type FsyncMode } from "./config.ts";
 import type { Logger } from "./log.ts";
+import type { PayloadLocation } from "./message.ts";
+import { PayloadFile } from "./payload_file.ts";
 import {
   encodeRecordInto,
   FILE_HEADER_BYTES,
@@ -75,6 +77,8 @@ export interface WalOptions {
   onFsync?: (seconds: number) => void;
   /** Resolves when a file of the same name being deleted is gone. */
   after?: Promise<void>;
+  /** The reader replay used; payloads it left on disk are read through it until relocated. */
+  replayed?: PayloadFile;
 }
 
 /** The durable log of one topic. `:memory:` brokers use MemoryWal instead. */
@@ -100,6 +104,17 @@ export interface Wal {
   close(): Promise<void>;
   /** Closes and deletes the file. */
   remove(): Promise<void>;
+  /** Counts compactions: a frame's offset is an offset in the file of one generation. */
+  readonly generation: number;
+  /**
+   * Where the bytes at `offset` of generation `generation` are now: in the current file, or,
+   * for a frame appended while the last compaction ran, where that compaction moved it.
+   */
+  locate(generation: number, offset: number): PayloadLocation | undefined;
+  /** Where a payload of the file the last compaction replaced is now, if it was appended during it. */
+  rebase(at: PayloadLocation): PayloadLocation | undefined;
+  /** Closes the readers of replaced files; call once no message points into them. */
+  releaseRetired(): void;
 }
 
 /** A WAL that keeps nothing, for BROKER_DATA_DIR=:memory:. */
@@ -107,6 +122,14 @@ export class MemoryWal implements Wal {
   bytes = 0;
   failed = undefined;
   lastSize = 0;
+  generation = 0;
+  locate(): undefined {
+    return undefined;
+  }
+  rebase(): undefined {
+    return undefined;
+  }
+  releaseRetired(): void {}
   append(record: WalRecord): Promise<void> {
     this.lastSize = frameSize(record); // nothing is encoded: there is no disk
     return RESOLVED;
@@ -178,6 +201,18 @@ export class FileWal implements Wal {
   #closed = false;
   #compacting: Promise<void> | undefined;
   #spares: Uint8Array[] = [];
+  generation = 0;
+  /** The reader of the current file, once it is open. */
+  #payloads: PayloadFile | undefined;
+  /** Readers of files a compaction replaced (and of replay's), closed by releaseRetired(). */
+  #retired: PayloadFile[] = [];
+  /** What the last compaction did: frames appended during it moved by snapshotEnd - captureStart. */
+  #lastSwap: {
+    generation: number;
+    file: PayloadFile | undefined;
+    captureStart: number;
+    snapshotEnd: number;
+  } | undefined;
 
   /** `size` is the valid length of an existing file (after replay), or 0 for a new one. */
   constructor(
@@ -188,6 +223,7 @@ export class FileWal implements Wal {
   ) {
     // A new file gets its header when it is opened, before its first batch.
     this.bytes = Math.max(size, FILE_HEADER_BYTES);
+    if (opts.replayed) this.#retired.push(opts.replayed);
     if (opts.fsync === "interval") {
       this.#timer = setInterval(() => this.#syncIfDirty(), FSYNC_INTERVAL_MS);
     }
@@ -245,6 +281,7 @@ export class FileWal implements Wal {
         await file.syncData();
         await syncDir(this.dir); // the new file's name survives a crash too
       }
+      this.#payloads = await PayloadFile.open(this.path);
       this.#file = file;
     })();
     await this.#opening;
@@ -372,10 +409,12 @@ export class FileWal implements Wal {
     const chunks = snapshot()[Symbol.iterator]();
     const first = chunks.next();
     this.#capture = [];
+    const captureStart = this.bytes;
     const tmpPath = `${this.path}.compact`;
     let tmp: Deno.FsFile | undefined;
     let taken: Batch[] | undefined;
     let renamed = false;
+    let next: PayloadFile | undefined;
     try {
       tmp = await Deno.open(tmpPath, { write: true, create: true, truncate: true });
       let size = 0;
@@ -396,11 +435,24 @@ export class FileWal implements Wal {
       taken = this.#queue; // their frames are all in `captured`
       this.#queue = [];
       const capturedBytes = captured.reduce((n, f) => n + f.length, 0);
+      const snapshotEnd = size;
       await writeAll(tmp, concat(captured, capturedBytes));
       size += capturedBytes;
       await tmp.syncData();
+      next = await PayloadFile.open(tmpPath); // the same file as tmp, whatever its name becomes
       await Deno.rename(tmpPath, this.path);
       renamed = true;
+      // Payload offsets now refer to the new file: a new generation starts before anyone waits.
+      if (this.#payloads) this.#retired.push(this.#payloads);
+      this.#lastSwap = {
+        generation: this.generation,
+        file: this.#payloads,
+        captureStart,
+        snapshotEnd,
+      };
+      this.#payloads = next;
+      next = undefined;
+      this.generation++;
       await syncDir(this.dir);
       this.#file?.close();
       this.#file = tmp;
@@ -423,6 +475,7 @@ export class FileWal implements Wal {
       if (!renamed) throw e;
     } finally {
       tmp?.close();
+      next?.close();
       this.#held = false;
       if (this.#queue.length && !this.#flushing && !this.failed) {
         this.#flushing = this.#flushLoop();
@@ -441,6 +494,31 @@ export class FileWal implements Wal {
     }
     this.#file?.close();
     this.#file = undefined;
+    this.releaseRetired();
+    this.#payloads?.close();
+  }
+
+  locate(generation: number, offset: number): PayloadLocation | undefined {
+    const file = this.#payloads;
+    if (!file) return undefined;
+    if (generation === this.generation) return { file, offset };
+    const s = this.#lastSwap;
+    if (s && generation === s.generation && offset >= s.captureStart) {
+      return { file, offset: offset - s.captureStart + s.snapshotEnd };
+    }
+    return undefined;
+  }
+
+  rebase(at: PayloadLocation): PayloadLocation | undefined {
+    const file = this.#payloads;
+    const s = this.#lastSwap;
+    if (!file || !s || at.file !== s.file || at.offset < s.captureStart) return undefined;
+    return { file, offset: at.offset - s.captureStart + s.snapshotEnd };
+  }
+
+  releaseRetired(): void {
+    for (const f of this.#retired) f.close();
+    this.#retired = [];
   }
 
   async remove(): Promise<void> {

@@ -107,13 +107,14 @@ class Window {
 }
 
 /**
- * Reads a WAL file record by record into `apply`, skipping and keeping damaged stretches (see
- * the module note); throws on a file or record version it does not know, so nothing is lost
- * silently. Payloads handed to `apply` are views into a reused buffer: copy what you keep.
+ * Reads a WAL file record by record into `apply` (with each frame's size and offset in the file
+ * as read), skipping and keeping damaged stretches (see the module note); throws on a file or
+ * record version it does not know, so nothing is lost silently. Payloads handed to `apply` are
+ * views into a reused buffer: copy what you keep.
  */
 export async function replayFile(
   path: string,
-  apply: (record: WalRecord, frameBytes: number) => void,
+  apply: (record: WalRecord, frameBytes: number, frameAt: number) => void,
   log: Logger,
 ): Promise<ReplayResult> {
   const file = await Deno.open(path, { read: true, write: true });
@@ -144,7 +145,8 @@ export async function replayFile(
       const frame = frameIn(win, pos) ?? await frameAt(win, pos);
       if (typeof frame === "number") {
         const start = pos + FRAME_HEADER_BYTES - win.start;
-        apply(decodeRecordAt(win.buf, win.view, start, start + frame - FRAME_HEADER_BYTES), frame);
+        const record = decodeRecordAt(win.buf, win.view, start, start + frame - FRAME_HEADER_BYTES);
+        apply(record, frame, pos);
         records++;
         pos += frame;
         continue;

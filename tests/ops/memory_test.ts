@@ -9,6 +9,8 @@ import { startTaskEnv } from "../_support/start_task.ts";
 import { logLines, start, stop, withDataDir } from "../durability/_util.ts";
 
 const MIB = 1024 * 1024;
+/** Keeps 2 MiB payloads in memory: these tests are about memory that payloads hold. */
+const IN_MEMORY = { BROKER_DISK_PAYLOAD_MIN: "4MiB" };
 
 async function rssBytes(pid: number): Promise<number> {
   const status = await Deno.readTextFile(`/proc/${pid}/status`);
@@ -21,7 +23,7 @@ Deno.test({
   sanitizeResources: false,
   fn: () =>
     withDataDir(async (dir) => {
-      const child = await start(dir, { ...startTaskEnv(), BROKER_FSYNC: "never" });
+      const child = await start(dir, { ...startTaskEnv(), ...IN_MEMORY, BROKER_FSYNC: "never" });
       const pid = child.process.pid;
       const idle = await rssBytes(pid);
       const payload = new Uint8Array(2 * MIB).fill(0x61);
@@ -65,6 +67,7 @@ Deno.test({
       const budget = 256 * MIB;
       const child = await start(dir, {
         ...startTaskEnv(),
+        ...IN_MEMORY,
         BROKER_FSYNC: "never",
         BROKER_MAX_MEMORY: "256MiB",
       });
@@ -99,14 +102,14 @@ Deno.test({
   sanitizeResources: false,
   fn: () =>
     withDataDir(async (dir) => {
-      let child = await start(dir, { BROKER_MAX_MEMORY: "64MiB" });
+      let child = await start(dir, { ...IN_MEMORY, BROKER_MAX_MEMORY: "64MiB" });
       const payload = new Uint8Array(2 * MIB).fill(0x63);
       for (let i = 0; i < 20; i++) {
         const res = await fetch(`${child.url}/publish/over`, { method: "POST", body: payload });
         assert.equal(res.status, 201, await res.text());
       }
       await stop(child, "SIGKILL");
-      child = await start(dir, { BROKER_MAX_MEMORY: "16MiB" });
+      child = await start(dir, { ...IN_MEMORY, BROKER_MAX_MEMORY: "16MiB" });
       const over = logLines(child).find((l) => l.msg?.startsWith("the log holds more"));
       assert.ok(over && Number(over.held_bytes) > 16 * MIB, child.logs.join("\n"));
       const refused = await fetch(`${child.url}/publish/over`, { method: "POST", body: "x" });
@@ -123,6 +126,43 @@ Deno.test({
       }
       const after = await fetch(`${child.url}/publish/over`, { method: "POST", body: "x" });
       assert.equal(after.status, 201, await after.text());
+      await stop(child, "SIGTERM");
+    }),
+});
+
+Deno.test({
+  name: "400 MiB of 2 MiB payloads on disk take little memory, before and after a restart",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withDataDir(async (dir) => {
+      const env = { ...startTaskEnv(), BROKER_FSYNC: "never", BROKER_MAX_MEMORY: "64MiB" };
+      let child = await start(dir, env);
+      const idle = await rssBytes(child.process.pid);
+      const payload = new Uint8Array(2 * MIB).fill(0x64);
+      await Promise.all(["d1", "d2", "d3", "d4"].map(async (t) => {
+        for (let i = 0; i < 50; i++) {
+          const res = await fetch(`${child.url}/publish/${t}`, { method: "POST", body: payload });
+          assert.equal(res.status, 201, await res.text());
+        }
+      }));
+      const mib = (b: number) => (b / MIB).toFixed(0);
+      const full = await rssBytes(child.process.pid);
+      assert.ok(
+        full - idle <= 64 * MIB * RSS_PER_BUDGET_BYTE,
+        `RSS ${mib(idle)} → ${mib(full)} MiB`,
+      );
+      await stop(child, "SIGKILL");
+      child = await start(dir, env);
+      const replayed = await rssBytes(child.process.pid);
+      assert.ok(replayed - idle <= 64 * MIB, `RSS after replay ${mib(replayed)} MiB`);
+      console.log(
+        `RSS idle ${mib(idle)} MiB, holding 400 MiB ${mib(full)}, after replay ${mib(replayed)}`,
+      );
+      const res = await fetch(`${child.url}/consume/d3?limit=1000&auto_ack=true`);
+      const got = await res.json() as { payload: string }[];
+      assert.equal(got.length, 2, "two 2 MiB messages per answer, read from the file");
+      assert.ok(got.every((m) => Uint8Array.fromBase64(m.payload).every((b) => b === 0x64)));
       await stop(child, "SIGTERM");
     }),
 });

@@ -1,7 +1,8 @@
 /**
  * BROKER_MAX_MEMORY through the HTTP server: 429 memory_full with Retry-After at the budget
  * (before the body is read when its length is known), room again as consumers drain, and the
- * held bytes in /api/queues, /api/stats and /metrics.
+ * held bytes in /api/queues, /api/stats and /metrics; a topic's max_bytes; large payloads that
+ * stay on disk and hold only their overhead.
  */
 
 import assert from "node:assert/strict";
@@ -10,9 +11,11 @@ import { assertProblem, consume, publish, rawRequest, withBroker } from "./_http
 
 const MIB = 1024 * 1024;
 const big = () => new Uint8Array(2 * MIB).fill(0x62);
+/** Keeps every payload in memory, so the budget's arithmetic is the payloads'. */
+const IN_MEMORY = { diskPayloadMinBytes: 4 * MIB };
 
 Deno.test("at BROKER_MAX_MEMORY a publish is 429 memory_full until consumers make room", async () => {
-  await withBroker({ maxMemoryBytes: 8 * MIB }, async (ctx) => {
+  await withBroker({ ...IN_MEMORY, maxMemoryBytes: 8 * MIB }, async (ctx) => {
     for (let i = 0; i < 3; i++) await publish(ctx, "mem", big());
     const full = await ctx.call("POST", "/publish/mem", { body: big() });
     assertProblem(full, 429, "memory_full");
@@ -45,7 +48,7 @@ Deno.test("at BROKER_MAX_MEMORY a publish is 429 memory_full until consumers mak
 });
 
 Deno.test("a full broker refuses a publish from its Content-Length, before reading the body", async () => {
-  await withBroker({ maxMemoryBytes: 4 * MIB }, async (ctx) => {
+  await withBroker({ ...IN_MEMORY, maxMemoryBytes: 4 * MIB }, async (ctx) => {
     await publish(ctx, "early", big());
     // Headers promise 2 MiB, and no byte of the body is sent: the answer comes anyway.
     const res = await rawRequest(
@@ -58,7 +61,7 @@ Deno.test("a full broker refuses a publish from its Content-Length, before readi
 });
 
 Deno.test("purge and delete give their topic's bytes back to the budget", async () => {
-  await withBroker({ maxMemoryBytes: 6 * MIB }, async (ctx) => {
+  await withBroker({ ...IN_MEMORY, maxMemoryBytes: 6 * MIB }, async (ctx) => {
     await publish(ctx, "p", big());
     await publish(ctx, "d", big());
     assertProblem(await ctx.call("POST", "/publish/p", { body: big() }), 429, "memory_full");
@@ -114,5 +117,17 @@ Deno.test("a redrive moves only what fits the target's max_bytes; the rest stays
     assert.equal(moved.body.moved, 2, moved.text);
     const left = await consume(ctx, "rb.dlq", "peek=true&limit=10");
     assert.equal(left.length, 1);
+  });
+});
+
+Deno.test("payloads of BROKER_DISK_PAYLOAD_MIN or more hold only their overhead once durable", async () => {
+  await withBroker({ maxMemoryBytes: 8 * MIB, diskPayloadMinBytes: 64 * 1024 }, async (ctx) => {
+    for (let i = 0; i < 20; i++) await publish(ctx, "disk", big()); // 40 MiB, budget 8 MiB
+    await publish(ctx, "disk", "small");
+    assert.equal(ctx.broker.memory.held, 21 * MESSAGE_OVERHEAD_BYTES + 5);
+    const q = (await ctx.call("GET", "/api/queues")).body[0];
+    assert.equal(q.held_bytes, ctx.broker.memory.held);
+    const m = await consume(ctx, "disk");
+    assert.equal(m.payload.length, Math.ceil(2 * MIB / 3) * 4, "read back from the WAL file");
   });
 });
