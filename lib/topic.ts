@@ -58,6 +58,12 @@ export function zeroCounters(): TopicCounters {
   };
 }
 
+/** What a remembered idempotency key holds: its characters, its message id and its Map entry. */
+function keySize(key: string): number {
+  return 2 * key.length + KEY_OVERHEAD_BYTES;
+}
+const KEY_OVERHEAD_BYTES = 160;
+
 /** The default group's name. */
 export const DEFAULT_GROUP = "";
 
@@ -81,6 +87,8 @@ export class Topic {
   #relocationGeneration = -1;
   /** Messages whose payload is on disk (relocate() walks the messages only when some are). */
   #onDisk = 0;
+  /** What the remembered idempotency keys hold (part of heldBytes). */
+  #keyBytes = 0;
   readonly counters: TopicCounters = zeroCounters();
   /** Live listeners (SSE, WebSocket spies): called with every message applied live. */
   readonly listeners = new Set<(msg: StoredMessage) => void>();
@@ -185,14 +193,14 @@ export class Topic {
         break;
       case RecordType.Key:
         if (r.at + IDEMPOTENCY_WINDOW_MS > now) {
-          this.keys.set(r.key, { id: r.id, at: r.at });
+          this.#keep(r.key, r.id, r.at);
           this.liveBytes += size;
         }
         break;
       case RecordType.Purge:
         for (const g of this.groups.values()) g.clear();
         for (const msg of this.messages.values()) this.liveBytes -= msg.size;
-        this.#hold(-this.heldBytes);
+        this.#hold(-(this.heldBytes - this.#keyBytes)); // the keys stay for their window
         this.storedBytes = 0;
         this.#onDisk = 0;
         this.messages.clear();
@@ -203,7 +211,7 @@ export class Topic {
 
   #applyPublish(r: PublishRecord, now: number, size: number, disk?: PayloadLocation): void {
     if (r.idemKey && r.timestamp + IDEMPOTENCY_WINDOW_MS > now) {
-      this.keys.set(r.idemKey, { id: r.id, at: r.timestamp });
+      this.#keep(r.idemKey, r.id, r.timestamp);
     }
     if (r.expiresAt && r.expiresAt <= now) return; // expired while the broker was down
     // Only a move (dead-letter, redrive) may name a message other groups still hold.
@@ -347,7 +355,18 @@ export class Topic {
     for (const [key, v] of this.keys) {
       if (v.at + IDEMPOTENCY_WINDOW_MS > now) break;
       this.keys.delete(key);
+      this.#keyBytes -= keySize(key);
+      this.#hold(-keySize(key));
     }
+  }
+
+  /** Remembers an idempotency key for its window; it counts against the budget meanwhile. */
+  #keep(key: string, id: string, at: number): void {
+    if (!this.keys.has(key)) {
+      this.#keyBytes += keySize(key);
+      this.#hold(keySize(key));
+    }
+    this.keys.set(key, { id, at });
   }
 
   /** Every waiter of every group, for broadcast, drain and deletion. */

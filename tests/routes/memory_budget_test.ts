@@ -131,3 +131,24 @@ Deno.test("payloads of BROKER_DISK_PAYLOAD_MIN or more hold only their overhead 
     assert.equal(m.payload.length, Math.ceil(2 * MIB / 3) * 4, "read back from the WAL file");
   });
 });
+
+Deno.test("idempotency keys count against the budget for their window, then give it back", async () => {
+  await withBroker({ maxMemoryBytes: 64 * 1024 }, async (ctx) => {
+    let refused = 0;
+    for (let i = 0; i < 200 && !refused; i++) {
+      const res = await ctx.call("POST", "/publish/keys", {
+        body: "x",
+        headers: { "idempotency-key": `${i}-${"k".repeat(200)}` },
+      });
+      if (res.status === 429) refused++;
+      else {
+        assert.equal(res.status, 201, res.text);
+        await consume(ctx, "keys", "auto_ack=true"); // the message itself is gone at once
+      }
+    }
+    assert.equal(refused, 1, "the keys alone filled the budget");
+    await ctx.tick(5 * 60_000 + 1); // the window ends
+    assert.equal(ctx.broker.memory.held, 0);
+    await publish(ctx, "keys", "room again");
+  });
+});
