@@ -333,6 +333,22 @@ export class Broker {
     this.#admit(name, this.topics.get(name), payloadBytes);
   }
 
+  /**
+   * Admits a body of `payloadBytes` about to be read for a publish, and counts it against the
+   * memory budget until the returned function is called (once the body is read: the message
+   * then counts itself), so bodies in flight cannot take the broker past its budget either.
+   */
+  reserve(name: string, payloadBytes: number): () => void {
+    this.admit(name, payloadBytes);
+    const bytes = heldSize(payloadBytes);
+    this.memory.add(bytes);
+    let held = true;
+    return () => {
+      if (held) this.memory.release(bytes);
+      held = false;
+    };
+  }
+
   #admit(name: string, topic: Topic | undefined, payloadBytes: number): void {
     try {
       this.memory.admit(name, payloadBytes);

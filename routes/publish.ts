@@ -90,12 +90,18 @@ async function publish(req: Request, ctx: Ctx): Promise<Response> {
     );
   }
   const key = req.headers.get("idempotency-key");
-  const declared = Number(req.headers.get("content-length"));
-  // A full broker says so before the body is read, when the body's length is known.
-  if (!broadcast && declared > 0 && declared <= MAX_PAYLOAD_BYTES) {
-    ctx.broker.admit(topic, declared);
+  // A body being read counts against the memory budget (its Content-Length, or the most a
+  // body may be), so a full broker refuses before reading it.
+  const declared = Number(req.headers.get("content-length") ?? MAX_PAYLOAD_BYTES);
+  const release = !broadcast && declared > 0 && declared <= MAX_PAYLOAD_BYTES
+    ? ctx.broker.reserve(topic, declared)
+    : undefined;
+  let payload: Uint8Array;
+  try {
+    payload = await readBody(req, MAX_PAYLOAD_BYTES, allocPayload);
+  } finally {
+    release?.(); // from here the message counts its own bytes
   }
-  const payload = await readBody(req, MAX_PAYLOAD_BYTES, allocPayload);
   if (payload.length === 0) {
     throw new BrokerError("empty_body", `Cannot publish to "${topic}": the body is empty`);
   }

@@ -152,3 +152,35 @@ Deno.test("idempotency keys count against the budget for their window, then give
     await publish(ctx, "keys", "room again");
   });
 });
+
+Deno.test("bodies being read count against the budget until they are read or abandoned", async () => {
+  await withBroker({ ...IN_MEMORY, maxMemoryBytes: 8 * MIB }, async (ctx) => {
+    const port = Number(new URL(ctx.url).port);
+    const slow: Deno.Conn[] = [];
+    for (let i = 0; i < 3; i++) {
+      const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+      await conn.write(
+        new TextEncoder().encode(
+          `POST /publish/slow HTTP/1.1\r\nHost: x\r\nContent-Length: ${2 * MIB}\r\n\r\nab`,
+        ),
+      );
+      slow.push(conn);
+    }
+    // Three 2 MiB bodies are on their way: 6 MiB of the 8 are spoken for.
+    let full;
+    for (let i = 0; i < 50; i++) {
+      full = await ctx.call("POST", "/publish/other", { body: big() });
+      if (full.status === 429) break;
+      const m = await consume(ctx, "other", "auto_ack=true"); // keep nothing but the reservations
+      assert.ok(m.id);
+    }
+    assertProblem(full!, 429, "memory_full");
+    for (const c of slow) c.close();
+    // The broker sees the clients leave as its body reads fail; then their room is free again.
+    for (let i = 0; i < 400 && ctx.broker.memory.held > 0; i++) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await publish(ctx, "other", big());
+    assert.equal(ctx.broker.memory.held, 2 * MIB + MESSAGE_OVERHEAD_BYTES);
+  });
+});
