@@ -325,33 +325,23 @@ export class Broker {
   }
 
   /**
-   * Refuses (429 memory_full) a publish of `payloadBytes` the memory budget has no room for; the
-   * route asks before it reads a body whose Content-Length it knows.
-   */
-  admit(name: string, payloadBytes: number): void {
-    this.#gate();
-    this.#admit(name, this.topics.get(name), payloadBytes);
-  }
-
-  /**
-   * Admits a body of `payloadBytes` about to be read for a publish, and counts it against the
-   * memory budget until the returned function is called (once the body is read: the message
-   * then counts itself), so bodies in flight cannot take the broker past its budget either.
+   * Admits a publish body of `payloadBytes` before it is read (429 memory_full when the budget
+   * has no room) and counts it until the returned function is called, once the body is read:
+   * bodies in flight cannot take the broker past its budget either.
    */
   reserve(name: string, payloadBytes: number): () => void {
-    this.admit(name, payloadBytes);
-    const bytes = heldSize(payloadBytes);
-    this.memory.add(bytes);
-    let held = true;
-    return () => {
-      if (held) this.memory.release(bytes);
-      held = false;
-    };
+    this.#gate();
+    return this.#counted(this.topics.get(name), () => this.memory.reserve(name, payloadBytes));
   }
 
   #admit(name: string, topic: Topic | undefined, payloadBytes: number): void {
+    this.#counted(topic, () => this.memory.admit(name, payloadBytes));
+  }
+
+  /** Runs a budget check, counting a refusal on the topic when it exists. */
+  #counted<T>(topic: Topic | undefined, check: () => T): T {
     try {
-      this.memory.admit(name, payloadBytes);
+      return check();
     } catch (e) {
       if (topic) topic.counters.rejectedMemoryFull++;
       throw e;

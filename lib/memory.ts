@@ -1,9 +1,9 @@
 /**
- * @module The memory budget (BROKER_MAX_MEMORY): the bytes the broker holds for its messages,
- * counted as payload plus a fixed per-message overhead, the rate at which consumers free them,
- * and the refusal (`memory_full`, with a Retry-After from that rate) when a publish would pass
- * the budget. Moves between topics (dead-lettering, redrive) are never refused: they free as
- * much as they take.
+ * @module The memory budget (BROKER_MAX_MEMORY): the bytes the broker holds for its messages
+ * (payload while in memory, plus a fixed per-message overhead), its remembered idempotency keys
+ * and the publish bodies being read; the rate at which they are freed; and the refusal
+ * (`memory_full`, with a Retry-After from that rate) when a publish would pass the budget.
+ * Moves between topics (dead-lettering, redrive) are never refused: they free what they take.
  */
 
 import { BrokerError } from "./errors.ts";
@@ -55,6 +55,22 @@ export class MemoryBudget {
     this.drainRate = this.drainRate * (1 - RATE_WEIGHT) + rate * RATE_WEIGHT;
     this.#freed = 0;
     this.#sampledAt = now;
+  }
+
+  /**
+   * Admits a publish body of `payloadBytes` about to be read and counts it until the returned
+   * function is called (the body is read, and its message counts itself, or the client left).
+   * Giving a reservation back is not draining: it leaves the drain rate alone.
+   */
+  reserve(topic: string, payloadBytes: number): () => void {
+    this.admit(topic, payloadBytes);
+    const bytes = heldSize(payloadBytes);
+    this.held += bytes;
+    let reserved = true;
+    return () => {
+      if (reserved) this.held -= bytes;
+      reserved = false;
+    };
   }
 
   /** Throws `memory_full` when holding `payloadBytes` more would pass the budget. */

@@ -6,7 +6,7 @@
 import { isUtf8 } from "node:buffer";
 import type { Group } from "./group.ts";
 import type { PublishRecord } from "./wal_record.ts";
-import { MESSAGE_OVERHEAD_BYTES } from "./memory.ts";
+import { heldSize, MESSAGE_OVERHEAD_BYTES } from "./memory.ts";
 import type { PayloadFile } from "./payload_file.ts";
 
 /** A payload's place in a WAL file. */
@@ -103,6 +103,11 @@ export class StoredMessage {
     return this.#file && { file: this.#file, offset: this.#fileOffset };
   }
 
+  /** Whether the payload is read from its WAL file rather than kept in memory. */
+  get onDisk(): boolean {
+    return this.#file !== undefined;
+  }
+
   /** What it holds against the memory budget: the payload unless on disk, and the overhead. */
   get heldBytes(): number {
     return (this.#file ? 0 : this.#length) + MESSAGE_OVERHEAD_BYTES;
@@ -110,7 +115,7 @@ export class StoredMessage {
 
   /** What it counts toward its topic's max_bytes, wherever its payload is. */
   get storedBytes(): number {
-    return this.#length + MESSAGE_OVERHEAD_BYTES;
+    return heldSize(this.#length);
   }
 
   /** This message's delivery in `group`, if that group holds it. */

@@ -134,13 +134,13 @@ export class Topic {
 
   #toDisk(id: string, generation: number, offset: number): void {
     const msg = this.messages.get(id);
-    const at = msg && !msg.location && this.wal.locate(generation, offset);
+    const at = msg && !msg.onDisk && this.wal.locate(generation, offset);
     if (msg && at) this.#move(msg, at);
   }
 
   #move(msg: StoredMessage, at: PayloadLocation): void {
     const before = msg.heldBytes;
-    if (!msg.location) this.#onDisk++;
+    if (!msg.onDisk) this.#onDisk++;
     msg.toDisk(at);
     this.#hold(msg.heldBytes - before);
   }
@@ -298,7 +298,7 @@ export class Topic {
       this.liveBytes -= msg.size;
       this.#hold(-msg.heldBytes);
       this.storedBytes -= msg.storedBytes;
-      if (msg.location) this.#onDisk--;
+      if (msg.onDisk) this.#onDisk--;
     }
   }
 

@@ -47,3 +47,16 @@ Deno.test("BROKER_MAX_MEMORY takes sizes, bytes and a share of physical memory",
   assertEquals(of("10%"), Math.floor(Deno.systemMemoryInfo().total / 10));
   assertEquals(loadConfig({}).maxMemoryBytes, Math.floor(Deno.systemMemoryInfo().total * 0.4));
 });
+
+Deno.test("MemoryBudget.reserve() holds a body's bytes until given back, without counting as drain", () => {
+  const m = new MemoryBudget(4 * MIB);
+  m.tick(0);
+  const give = m.reserve("t", 3 * MIB);
+  assertEquals(m.held, heldSize(3 * MIB));
+  assertThrows(() => m.reserve("t", MIB), "memory_full");
+  give();
+  give(); // twice is once
+  assertEquals(m.held, 0);
+  m.tick(1000);
+  assertEquals(m.drainRate, 0, "a returned reservation is not consumers freeing memory");
+});
