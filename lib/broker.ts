@@ -4,11 +4,9 @@
  * Every operation decides and mutates synchronously, then awaits only the WAL.
  */
 
-import { createHash } from "node:crypto";
 import {
   type Config,
   DLQ_SUFFIX,
-  IDEMPOTENCY_WINDOW_MS,
   MAX_ANSWER_PAYLOAD_BYTES,
   MAX_PAYLOAD_BYTES,
   MAX_PEEK,
@@ -271,8 +269,8 @@ export class Broker {
     const now = this.now();
     const key = opts.idempotencyKey;
     if (key !== undefined) {
-      const seen = topic.keys.get(key);
-      if (seen && seen.at + IDEMPOTENCY_WINDOW_MS > now) {
+      const seen = topic.keys.lookup(key, now);
+      if (seen) {
         await topic.wal.barrier(); // the original is durable before we point at it
         const orig = topic.messages.get(seen.id);
         return {
@@ -382,11 +380,6 @@ export class Broker {
     }
     topic.commit({ type: RecordType.Remove, seq: topic.nextSeq(), ids }, now).catch(() => {});
     this.log.debug("dropped oldest messages", { topic: topic.name, count: ids.length });
-  }
-
-  /** SHA-256 of a payload, hex: the key of `idempotency=auto`. */
-  static autoKey(payload: Uint8Array): string {
-    return createHash("sha256").update(payload).digest("hex");
   }
 
   /**
@@ -856,7 +849,7 @@ export class Broker {
       g.promoteDue(now);
       if (g.waiters.length && g.readyCount) this.#wake(topic, g, now);
     }
-    if (topic.keys.size) topic.expireKeys(now);
+    if (topic.keys.size) topic.keys.expire(now);
     this.#maybeCompact(topic, now);
   }
 

@@ -4,9 +4,10 @@
  * uses too, so live state and recovered state cannot drift.
  */
 
-import { DLQ_SUFFIX, IDEMPOTENCY_WINDOW_MS } from "./config.ts";
+import { DLQ_SUFFIX } from "./config.ts";
 import { Group, type Waiter } from "./group.ts";
 import { Heap } from "./heap.ts";
+import { IdempotencyKeys } from "./idempotency.ts";
 import { MemoryBudget } from "./memory.ts";
 import { type Delivery, type PayloadLocation, State, StoredMessage } from "./message.ts";
 import type { Wal } from "./wal.ts";
@@ -58,12 +59,6 @@ export function zeroCounters(): TopicCounters {
   };
 }
 
-/** What a remembered idempotency key holds: its characters, its message id and its Map entry. */
-function keySize(key: string): number {
-  return 2 * key.length + KEY_OVERHEAD_BYTES;
-}
-const KEY_OVERHEAD_BYTES = 160;
-
 /** The default group's name. */
 export const DEFAULT_GROUP = "";
 
@@ -73,8 +68,8 @@ export class Topic {
   readonly messages = new Map<string, StoredMessage>();
   readonly groups = new Map<string, Group>();
   readonly expiry = new Heap<StoredMessage>();
-  /** Idempotency keys in publish order: key → message id and time seen. */
-  readonly keys = new Map<string, { id: string; at: number }>();
+  /** Idempotency keys in publish order, for their window. */
+  readonly keys = new IdempotencyKeys((bytes) => this.#hold(bytes));
   /** WAL bytes of the records that still matter (messages held, keys, groups). */
   liveBytes = 0;
   /** What its messages hold against the memory budget (overhead each, and payloads in memory). */
@@ -87,8 +82,6 @@ export class Topic {
   #relocationGeneration = -1;
   /** Messages whose payload is on disk (relocate() walks the messages only when some are). */
   #onDisk = 0;
-  /** What the remembered idempotency keys hold (part of heldBytes). */
-  #keyBytes = 0;
   readonly counters: TopicCounters = zeroCounters();
   /** Live listeners (SSE, WebSocket spies): called with every message applied live. */
   readonly listeners = new Set<(msg: StoredMessage) => void>();
@@ -192,15 +185,15 @@ export class Topic {
         }
         break;
       case RecordType.Key:
-        if (r.at + IDEMPOTENCY_WINDOW_MS > now) {
-          this.#keep(r.key, r.id, r.at);
+        if (IdempotencyKeys.live(r.at, now)) {
+          this.keys.keep(r.key, r.id, r.at);
           this.liveBytes += size;
         }
         break;
       case RecordType.Purge:
         for (const g of this.groups.values()) g.clear();
         for (const msg of this.messages.values()) this.liveBytes -= msg.size;
-        this.#hold(-(this.heldBytes - this.#keyBytes)); // the keys stay for their window
+        this.#hold(-(this.heldBytes - this.keys.bytes)); // the keys stay for their window
         this.storedBytes = 0;
         this.#onDisk = 0;
         this.messages.clear();
@@ -210,8 +203,8 @@ export class Topic {
   }
 
   #applyPublish(r: PublishRecord, now: number, size: number, disk?: PayloadLocation): void {
-    if (r.idemKey && r.timestamp + IDEMPOTENCY_WINDOW_MS > now) {
-      this.#keep(r.idemKey, r.id, r.timestamp);
+    if (r.idemKey && IdempotencyKeys.live(r.timestamp, now)) {
+      this.keys.keep(r.idemKey, r.id, r.timestamp);
     }
     if (r.expiresAt && r.expiresAt <= now) return; // expired while the broker was down
     // Only a move (dead-letter, redrive) may name a message other groups still hold.
@@ -350,25 +343,6 @@ export class Topic {
     return first;
   }
 
-  /** Drops keys older than the window. */
-  expireKeys(now: number): void {
-    for (const [key, v] of this.keys) {
-      if (v.at + IDEMPOTENCY_WINDOW_MS > now) break;
-      this.keys.delete(key);
-      this.#keyBytes -= keySize(key);
-      this.#hold(-keySize(key));
-    }
-  }
-
-  /** Remembers an idempotency key for its window; it counts against the budget meanwhile. */
-  #keep(key: string, id: string, at: number): void {
-    if (!this.keys.has(key)) {
-      this.#keyBytes += keySize(key);
-      this.#hold(keySize(key));
-    }
-    this.keys.set(key, { id, at });
-  }
-
   /** Every waiter of every group, for broadcast, drain and deletion. */
   *waiters(): Iterable<Waiter> {
     for (const g of this.groups.values()) yield* g.waiters;
@@ -398,7 +372,7 @@ export class Topic {
       );
     }
     const messages = [...this.messages.values()];
-    const keys = [...this.keys].filter(([, v]) => v.at + IDEMPOTENCY_WINDOW_MS > now);
+    const keys = this.keys.liveAt(now);
     yield head;
     const keyed = new Set<string>();
     let chunk: Uint8Array[] = [];

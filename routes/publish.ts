@@ -1,6 +1,7 @@
 /** POST /publish/{topic}: raw bytes in, with ttl, delay, priority, broadcast and idempotency. */
 
-import { Broker, type PublishOptions } from "../lib/broker.ts";
+import type { Broker, PublishOptions } from "../lib/broker.ts";
+import { autoKey } from "../lib/idempotency.ts";
 import { MAX_PAYLOAD_BYTES, MAX_TIME_MS } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { PRIORITIES } from "../lib/message.ts";
@@ -106,7 +107,7 @@ async function publish(req: Request, ctx: Ctx): Promise<Response> {
     throw new BrokerError("empty_body", `Cannot publish to "${topic}": the body is empty`);
   }
   if (key !== null) opts.idempotencyKey = checkKey(key);
-  else if (idem === "auto") opts.idempotencyKey = Broker.autoKey(payload);
+  else if (idem === "auto") opts.idempotencyKey = autoKey(payload);
   return publishOrBroadcast(ctx.broker, topic, payload, opts, broadcast);
 }
 

@@ -1,0 +1,75 @@
+/**
+ * @module Idempotency keys: the window in which a repeated key answers with the original
+ * message instead of storing a copy (CONTRACT "Delivery semantics"), and the `auto` key.
+ * A topic remembers its keys in publish order, so expiry stops at the first key still inside
+ * the window.
+ */
+
+import { createHash } from "node:crypto";
+import { IDEMPOTENCY_WINDOW_MS } from "./config.ts";
+
+/** What a remembered key holds: its characters, its message id and its Map entry. */
+export function keySize(key: string): number {
+  return 2 * key.length + KEY_OVERHEAD_BYTES;
+}
+const KEY_OVERHEAD_BYTES = 160;
+
+/** SHA-256 of a payload, hex: the key of `idempotency=auto`. */
+export function autoKey(payload: Uint8Array): string {
+  return createHash("sha256").update(payload).digest("hex");
+}
+
+/** A key seen earlier: the message it named and when. */
+export interface SeenKey {
+  id: string;
+  at: number;
+}
+
+/** One topic's remembered keys; each counts against the memory budget through `hold`. */
+export class IdempotencyKeys {
+  readonly #keys = new Map<string, SeenKey>();
+  /** What the remembered keys hold, in bytes. */
+  bytes = 0;
+
+  /** `hold(bytes)` counts bytes held (negative: freed) on the topic and the budget. */
+  constructor(private readonly hold: (bytes: number) => void) {}
+
+  get size(): number {
+    return this.#keys.size;
+  }
+
+  /** The message a key named, while the key is inside its window at `now`. */
+  lookup(key: string, now: number): SeenKey | undefined {
+    const seen = this.#keys.get(key);
+    return seen && seen.at + IDEMPOTENCY_WINDOW_MS > now ? seen : undefined;
+  }
+
+  /** Whether a key seen at `at` is still inside its window at `now`. */
+  static live(at: number, now: number): boolean {
+    return at + IDEMPOTENCY_WINDOW_MS > now;
+  }
+
+  /** Remembers a key for its window; it counts against the budget meanwhile. */
+  keep(key: string, id: string, at: number): void {
+    if (!this.#keys.has(key)) {
+      this.bytes += keySize(key);
+      this.hold(keySize(key));
+    }
+    this.#keys.set(key, { id, at });
+  }
+
+  /** Drops keys older than the window. */
+  expire(now: number): void {
+    for (const [key, v] of this.#keys) {
+      if (v.at + IDEMPOTENCY_WINDOW_MS > now) break;
+      this.#keys.delete(key);
+      this.bytes -= keySize(key);
+      this.hold(-keySize(key));
+    }
+  }
+
+  /** The keys still inside their window at `now`, oldest first (for a snapshot). */
+  liveAt(now: number): [string, SeenKey][] {
+    return [...this.#keys].filter(([, v]) => v.at + IDEMPOTENCY_WINDOW_MS > now);
+  }
+}
