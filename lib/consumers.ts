@@ -1,0 +1,222 @@
+/**
+ * @module The consumers waiting on groups, and the one hand-off that serves them. A consumer
+ * holds credits (NSQ's RDY count): how many more deliveries it takes now. A long-poll is a
+ * one-shot consumer with `limit` credits and a deadline; a push consumer (a webhook pusher, a
+ * consuming WebSocket) holds N credits that it refills as it acks. Publish, requeue, a lease
+ * that ends, a delay that comes due and redrive all hand messages out through `deliver()`.
+ * Broadcast is an offer to the consumers waiting at that instant: nothing is leased.
+ */
+
+import { MAX_ANSWER_PAYLOAD_BYTES } from "./config.ts";
+import type { Group, TakeSpec } from "./group.ts";
+import { Heap } from "./heap.ts";
+import type { Delivery, StoredMessage } from "./message.ts";
+import type { Topic } from "./topic.ts";
+
+/** What a consumer is handed: a leased (or peeked) delivery, or a broadcast message. */
+export interface Offered {
+  readonly msg: StoredMessage;
+  readonly retryCount: number;
+  readonly reason: string | undefined;
+}
+
+/** Someone who takes deliveries from one group. */
+export interface Consumer {
+  readonly group: Group;
+  /** Only payloads this accepts are handed over. */
+  readonly filter: ((payload: Uint8Array) => boolean) | undefined;
+  /** The lease of what it is handed. */
+  readonly visibilityMs: number;
+  /** Looks without leasing. */
+  readonly peek: boolean;
+  /** How many more deliveries it takes now; 0 parks it until `grant()`. */
+  credits: number;
+  /** When it stops waiting (Infinity: until it leaves). */
+  readonly deadline: number;
+  /** A one-shot consumer (a long-poll) leaves after its first offer. */
+  readonly once: boolean;
+  /** Receives deliveries (leased unless `peek`), or with `ephemeral` a broadcast. */
+  offer(items: Offered[], ephemeral: boolean): void;
+  /** Told once, when it is removed without having been served (timeout, drain, deletion). */
+  close(): void;
+}
+
+/** What a long-poll got: deliveries, or a broadcast message that needs no ack. */
+export interface Taken {
+  items: Offered[];
+  ephemeral: boolean;
+}
+
+/** Takes (leases, unless peeking) up to `spec.limit` ready deliveries of `g`: deliveries.ts. */
+export type TakeFn = (
+  topic: Topic,
+  g: Group,
+  spec: TakeSpec,
+  now: number,
+  maxBytes: number,
+) => Delivery[];
+
+interface Waiting {
+  topic: Topic;
+  consumer: Consumer;
+}
+
+/** Every consumer waiting on every group of the broker. */
+export class Consumers {
+  readonly #waiting = new Map<Group, Waiting[]>();
+  readonly #deadlines = new Heap<Waiting>();
+
+  constructor(private readonly take: TakeFn) {}
+
+  /** Whether any consumer waits on `g` (the sweep skips groups nobody waits on). */
+  waitingOn(g: Group): boolean {
+    return (this.#waiting.get(g)?.length ?? 0) > 0;
+  }
+
+  /** How many consumers wait on the groups of `topic`. */
+  count(topic: Topic): number {
+    let n = 0;
+    for (const g of topic.groups.values()) n += this.#waiting.get(g)?.length ?? 0;
+    return n;
+  }
+
+  /** Adds a consumer and serves it from what is ready now; returns a function that removes it. */
+  add(topic: Topic, consumer: Consumer, now: number): () => void {
+    const w: Waiting = { topic, consumer };
+    const list = this.#waiting.get(consumer.group);
+    if (list) list.push(w);
+    else this.#waiting.set(consumer.group, [w]);
+    if (consumer.deadline !== Infinity) this.#deadlines.push(consumer.deadline, w);
+    this.deliver(topic, consumer.group, now);
+    return () => this.#remove(w);
+  }
+
+  /** Gives a consumer more credits and serves it. */
+  grant(topic: Topic, consumer: Consumer, credits: number, now: number): void {
+    consumer.credits += credits;
+    this.deliver(topic, consumer.group, now);
+  }
+
+  /**
+   * Parks a long-poll until something is handed to it, `deadline` passes (empty answer) or
+   * `signal` aborts (it leaves the queue).
+   */
+  wait(
+    topic: Topic,
+    g: Group,
+    spec: Pick<Consumer, "filter" | "visibilityMs" | "peek"> & { limit: number },
+    deadline: number,
+    now: number,
+    signal: AbortSignal | undefined,
+  ): Promise<Taken> {
+    return new Promise((resolve) => {
+      const onAbort = () => {
+        remove();
+        resolve({ items: [], ephemeral: false });
+      };
+      const settle = (taken: Taken) => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve(taken);
+      };
+      const consumer: Consumer = {
+        group: g,
+        filter: spec.filter,
+        visibilityMs: spec.visibilityMs,
+        peek: spec.peek,
+        credits: spec.limit,
+        deadline,
+        once: true,
+        offer: (items, ephemeral) => settle({ items, ephemeral }),
+        close: () => settle({ items: [], ephemeral: false }),
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const remove = this.add(topic, consumer, now);
+    });
+  }
+
+  /** Hands what `g` has ready to its waiting consumers, in the order they came, by their credits. */
+  deliver(topic: Topic, g: Group, now: number): void {
+    const list = this.#waiting.get(g);
+    if (!list) return;
+    let served = true;
+    while (served && g.readyCount > 0 && list.length) {
+      served = false;
+      for (let i = 0; i < list.length && g.readyCount > 0; i++) {
+        const { consumer: c } = list[i]!;
+        if (c.credits <= 0) continue;
+        const spec = {
+          limit: c.credits,
+          filter: c.filter,
+          peek: c.peek,
+          visibilityMs: c.visibilityMs,
+        };
+        const taken = this.take(topic, g, spec, now, MAX_ANSWER_PAYLOAD_BYTES);
+        if (!taken.length) continue;
+        served = true;
+        if (c.once) {
+          list.splice(i--, 1);
+          c.credits = 0;
+        } else if (!c.peek) {
+          c.credits -= taken.length;
+        }
+        c.offer(taken, false);
+      }
+    }
+    if (!list.length) this.#waiting.delete(g);
+  }
+
+  /** Hands what every group of `topic` has ready to the consumers waiting on it. */
+  deliverAll(topic: Topic, now: number): void {
+    for (const g of topic.groups.values()) if (this.#waiting.has(g)) this.deliver(topic, g, now);
+  }
+
+  /**
+   * Offers a broadcast message to every consumer of `topic` waiting at this instant whose filter
+   * takes it; nothing is leased and no credit spent. Returns how many received it.
+   */
+  broadcast(topic: Topic, msg: StoredMessage): number {
+    const item: Offered = { msg, retryCount: 0, reason: undefined };
+    let n = 0;
+    for (const g of topic.groups.values()) {
+      const list = this.#waiting.get(g);
+      if (!list) continue;
+      for (let i = 0; i < list.length; i++) {
+        const c = list[i]!.consumer;
+        if (c.filter && !c.filter(msg.payload)) continue;
+        if (c.once) list.splice(i--, 1);
+        c.offer([item], true);
+        n++;
+      }
+      if (!list.length) this.#waiting.delete(g);
+    }
+    return n;
+  }
+
+  /** Ends the waits whose deadline has passed (with nothing). */
+  expire(now: number): void {
+    while (this.#deadlines.peekKey() <= now) {
+      const w = this.#deadlines.pop()!;
+      if (this.#remove(w)) w.consumer.close();
+    }
+  }
+
+  /** Removes every consumer of `topic` (drain, deletion), telling each. */
+  release(topic: Topic): void {
+    for (const g of topic.groups.values()) {
+      const list = this.#waiting.get(g);
+      if (!list) continue;
+      this.#waiting.delete(g);
+      for (const w of list) w.consumer.close();
+    }
+  }
+
+  /** Takes a consumer out of its group's list; false when it had left already. */
+  #remove(w: Waiting): boolean {
+    const list = this.#waiting.get(w.consumer.group);
+    const i = list ? list.indexOf(w) : -1;
+    if (i < 0) return false;
+    list!.splice(i, 1);
+    if (!list!.length) this.#waiting.delete(w.consumer.group);
+    return true;
+  }
+}
