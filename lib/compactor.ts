@@ -1,0 +1,74 @@
+/**
+ * @module When to rewrite a topic's WAL file and how often to try again. A file is compacted
+ * once it passes BROKER_COMPACT_MIN_BYTES and is more than BROKER_COMPACT_RATIO × what it still
+ * holds; the rewrite itself is the WAL's (Wal.compact) from the topic's snapshot.
+ */
+
+import type { Config } from "./config.ts";
+import type { Logger } from "./log.ts";
+import type { Topic } from "./topic.ts";
+
+/** Wait before compacting again a topic whose last compaction left it oversized. */
+const COMPACT_RETRY_MS = 1_000;
+
+/** The broker's compaction policy over its topics. */
+export class Compactor {
+  readonly #compacting = new Set<Topic>();
+  /** Topics whose last compaction left them oversized, and when to try again. */
+  readonly #againAt = new Map<Topic, number>();
+
+  constructor(
+    private readonly config: Pick<Config, "compactMinBytes" | "compactRatio">,
+    private readonly log: Logger,
+    private readonly now: () => number,
+  ) {}
+
+  /** Starts a compaction of `topic` when it is due (called by the sweep). */
+  maybeCompact(topic: Topic, now: number): void {
+    if (this.#compacting.has(topic) || !this.#oversized(topic)) return;
+    const retryAt = this.#againAt.get(topic);
+    // Below the size floor only a topic whose last compaction left it oversized, once a second.
+    const due = retryAt !== undefined
+      ? now >= retryAt
+      : topic.wal.bytes >= this.config.compactMinBytes;
+    if (!due) return;
+    this.compact(topic).catch((e) =>
+      this.log.error("compaction failed", { topic: topic.name, error: e })
+    );
+  }
+
+  /** Forgets a deleted topic. */
+  forget(topic: Topic): void {
+    this.#againAt.delete(topic);
+  }
+
+  /** Whether a topic's file is more than BROKER_COMPACT_RATIO × what it still holds. */
+  #oversized(topic: Topic): boolean {
+    return topic.wal.bytes > this.config.compactRatio * Math.max(topic.liveBytes, 1);
+  }
+
+  /**
+   * Rewrites a topic's file. Records appended while it runs are kept after the snapshot; when
+   * they leave the file out of proportion (a batch ack during a drain), the topic is compacted
+   * again a second later, even below BROKER_COMPACT_MIN_BYTES, until it is in proportion.
+   */
+  async compact(topic: Topic): Promise<void> {
+    this.#compacting.add(topic);
+    const before = topic.wal.bytes;
+    const t0 = performance.now();
+    try {
+      await topic.wal.compact(() => topic.snapshot(this.now()));
+      topic.relocate();
+      this.log.debug("compacted", {
+        topic: topic.name,
+        bytes_before: before,
+        bytes_after: topic.wal.bytes,
+        duration_ms: Math.round(performance.now() - t0),
+      });
+    } finally {
+      this.#compacting.delete(topic);
+      if (this.#oversized(topic)) this.#againAt.set(topic, this.now() + COMPACT_RETRY_MS);
+      else this.#againAt.delete(topic);
+    }
+  }
+}
