@@ -5,7 +5,10 @@
  */
 
 import { DLQ_SUFFIX, MAX_ATTEMPTS } from "./config.ts";
+import type { BrokerContext } from "./context.ts";
+import { BrokerError } from "./errors.ts";
 import type { Group } from "./group.ts";
+import { checkName } from "./names.ts";
 import type { Delivery } from "./message.ts";
 import { DEFAULT_GROUP, type Topic } from "./topic.ts";
 import { RecordType } from "./wal_record.ts";
@@ -20,8 +23,33 @@ export function exhausted(topic: Topic, retryCount: number): boolean {
   return retryCount >= MAX_ATTEMPTS && !topic.isDeadLetter;
 }
 
-/** Moves one group's delivery into `dlq`, keeping its id, payload, headers and attempts. */
+/**
+ * Moves one group's delivery into `dlq` and hands it to the DLQ's waiting consumers; resolves
+ * once both the copy and the removal are durable.
+ */
 export function deadLetter(
+  ctx: BrokerContext,
+  source: Topic,
+  g: Group,
+  d: Delivery,
+  dlq: Topic,
+  retryCount: number,
+  reason: string | undefined,
+  now: number,
+): Promise<unknown> {
+  const done = move(source, g, d, dlq, retryCount, reason, now);
+  ctx.deliverAll(dlq, now);
+  ctx.log.info("message dead-lettered", {
+    topic: source.name,
+    group: g.name,
+    id: d.msg.id,
+    retry_count: retryCount,
+  });
+  return done;
+}
+
+/** Moves one group's delivery into `dlq`, keeping its id, payload, headers and attempts. */
+function move(
   source: Topic,
   g: Group,
   d: Delivery,
@@ -63,12 +91,39 @@ export function deadLetter(
   return Promise.all([moved, removed]);
 }
 
+/** Moves `{topic}.dlq` back into `{topic}`; `name` may name either. */
+export async function redrive(
+  ctx: BrokerContext,
+  name: string,
+): Promise<{ topic: string; source: string; moved: number }> {
+  checkName(name, "queue");
+  const base = name.endsWith(DLQ_SUFFIX) ? name.slice(0, -DLQ_SUFFIX.length) : name;
+  checkName(base, "queue");
+  const source = dlqName(base);
+  const dlq = ctx.findTopic(source);
+  if (!dlq && !ctx.findTopic(base)) {
+    throw new BrokerError("not_found", `Cannot redrive "${base}": no such queue`);
+  }
+  if (!dlq || dlq.messages.size === 0) return { topic: base, source, moved: 0 };
+  const target = ctx.getTopic(base);
+  const now = ctx.now();
+  const room = {
+    messages: ctx.effective(target).maxMessages - target.messages.size,
+    bytes: (target.settings.maxBytes || Infinity) - target.storedBytes,
+  };
+  const { moved, durable } = moveBack(dlq, target, room, now);
+  ctx.deliverAll(target, now);
+  await durable;
+  ctx.log.info("redrive", { topic: base, moved });
+  return { topic: base, source, moved };
+}
+
 /**
  * Moves every message of `dlq` back to `target` with retry_count 0 and redrive_count + 1, to
  * the group it came from (or every group), as far as `target` has room (its `max_messages` and
  * `max_bytes`, counted as the memory budget counts). Returns how many moved.
  */
-export function redrive(
+function moveBack(
   dlq: Topic,
   target: Topic,
   room: { messages: number; bytes: number },

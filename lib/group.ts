@@ -22,15 +22,6 @@ export interface TakeSpec {
   readonly visibilityMs: number;
 }
 
-/** Who waits in a long-poll: the topic hands it deliveries, or the sweep times it out. */
-export interface Waiter extends TakeSpec {
-  readonly group: Group;
-  readonly deadline: number;
-  done: boolean;
-  /** Called once, with what it got (empty on timeout, drain or topic deletion). */
-  settle(deliveries: Delivery[]): void;
-}
-
 /** One group's delivery state. The default group is named "". */
 export class Group {
   readonly ready: [Deque<Delivery>, Deque<Delivery>, Deque<Delivery>] = [
@@ -45,7 +36,6 @@ export class Group {
   readyCount = 0;
   delayedCount = 0;
   inFlightCount = 0;
-  waiters: Waiter[] = [];
 
   constructor(readonly name: string, readonly createdAt: number) {}
 
@@ -203,7 +193,7 @@ export class Group {
     return out;
   }
 
-  /** Forgets every delivery (purge: the topic drops the messages themselves); waiters stay. */
+  /** Forgets every delivery (purge: the topic drops the messages themselves); consumers stay. */
   clear(): void {
     for (const q of this.ready) q.clear();
     this.held = 0;

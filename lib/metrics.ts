@@ -100,7 +100,7 @@ export class Metrics {
   /** `process: true` adds prom-client's process metrics (CPU, memory, file descriptors). */
   constructor(opts: { process?: boolean } = {}) {
     const registers = [this.registry];
-    const topics = () => this.#broker?.topics.values() ?? [];
+    const topics = () => this.#broker?.listTopics() ?? [];
 
     for (const [field, name, help] of MESSAGE_COUNTERS) {
       new Counter({
@@ -149,9 +149,9 @@ export class Metrics {
         const b = broker();
         if (!b) return;
         const now = b.now();
-        for (const t of b.topics.values()) {
-          for (const g of t.groups.values()) {
-            this.set({ topic: t.name, group: g.name }, b.oldestAgeSeconds(t, g, now));
+        for (const f of b.stats.figures(now)) {
+          for (const g of f.groups) {
+            this.set({ topic: f.name, group: g.name }, g.oldestAgeSeconds);
           }
         }
       },

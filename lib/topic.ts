@@ -5,7 +5,7 @@
  */
 
 import { DLQ_SUFFIX } from "./config.ts";
-import { Group, type Waiter } from "./group.ts";
+import { Group } from "./group.ts";
 import { Heap } from "./heap.ts";
 import { IdempotencyKeys } from "./idempotency.ts";
 import { MemoryBudget } from "./memory.ts";
@@ -341,11 +341,6 @@ export class Topic {
       if (++n >= limit) break;
     }
     return first;
-  }
-
-  /** Every waiter of every group, for broadcast, drain and deletion. */
-  *waiters(): Iterable<Waiter> {
-    for (const g of this.groups.values()) yield* g.waiters;
   }
 
   /**

@@ -81,6 +81,19 @@ export interface WalOptions {
   replayed?: PayloadFile;
 }
 
+/** What opening a topic's WAL needs besides the topic's name. */
+export interface WalInit {
+  /** Valid length of an existing file (after replay), or 0 for a new one. */
+  size: number;
+  /** The reader replay used (see WalOptions.replayed). */
+  replayed?: PayloadFile;
+  /** Resolves when a file of the same name being deleted is gone. */
+  after?: Promise<void>;
+}
+
+/** Opens a topic's WAL: the broker's one choice of storage, which tests and the cluster can make. */
+export type OpenWal = (topic: string, init: WalInit) => Wal;
+
 /** The durable log of one topic. `:memory:` brokers use MemoryWal instead. */
 export interface Wal {
   /** Bytes in the file, counting frames not yet flushed. */

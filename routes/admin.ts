@@ -1,47 +1,13 @@
 /** Topics, groups, redrive, purge, delete, and the queue listing. */
 
-import type { Broker } from "../lib/broker.ts";
 import { MAX_TIME_MS, MAX_VISIBILITY_MS } from "../lib/config.ts";
-import { formatDuration } from "../lib/duration.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
-import { DEFAULT_GROUP, type Topic } from "../lib/topic.ts";
 import type { Policy } from "../lib/wal_record.ts";
 import { durationIn, json, needString, optString, parseIntIn, queueParam } from "./http.ts";
 import { readJson } from "./body.ts";
 import type { Ctx, Route } from "./router.ts";
-
-/** The topic resource of CONTRACT "Success answers". */
-export function topicJson(broker: Broker, t: Topic) {
-  const eff = broker.effective(t);
-  return {
-    name: t.name,
-    policy: t.settings.policy,
-    retain: t.settings.retainMs ? formatDuration(t.settings.retainMs) : null,
-    visibility: formatDuration(eff.visibilityMs),
-    max_messages: eff.maxMessages,
-    max_bytes: t.settings.maxBytes || null,
-    created_at: new Date(t.settings.createdAt).toISOString(),
-  };
-}
-
-/** One item of GET /api/queues (CONTRACT "Health, cluster, stats, metrics"). */
-export function queueJson(broker: Broker, t: Topic, now: number) {
-  const g = t.defaultGroup;
-  return {
-    name: t.name,
-    depth: g.readyCount,
-    in_flight: g.inFlightCount,
-    delayed: g.delayedCount,
-    held: t.messages.size,
-    held_bytes: t.heldBytes,
-    dlq_depth: broker.findTopic(`${t.name}.dlq`)?.messages.size ?? 0,
-    groups: [...t.groups.keys()].filter((n) => n !== DEFAULT_GROUP),
-    policy: t.settings.policy,
-    retain: t.settings.retainMs ? formatDuration(t.settings.retainMs) : null,
-    oldest_age_seconds: broker.oldestAgeSeconds(t, g, now),
-  };
-}
+import { groupJson, queueJson, topicJson } from "./wire.ts";
 
 async function createTopic(req: Request, ctx: Ctx): Promise<Response> {
   const body = await readJson(req);
@@ -75,31 +41,34 @@ async function createGroup(req: Request, ctx: Ctx): Promise<Response> {
   const body = await readJson(req);
   const topic = checkName(needString(body, "topic"), "topic");
   const group = checkName(needString(body, "group"), "group");
-  return json(await ctx.broker.createGroup(topic, group), 201);
+  return json(groupJson(topic, await ctx.broker.createGroup(topic, group)), 201);
 }
 
 function listGroups(_req: Request, ctx: Ctx): Response {
   const topic = ctx.query.str("topic");
   if (!topic) throw new BrokerError("invalid_name", 'Missing query parameter "topic"');
-  return json(ctx.broker.listGroups(checkName(topic, "topic")));
+  const name = checkName(topic, "topic");
+  return json(ctx.broker.listGroups(name).map((g) => groupJson(name, g)));
 }
 
 function listQueues(_req: Request, ctx: Ctx): Response {
-  const now = ctx.broker.now();
-  const names = [...ctx.broker.topics.keys()].sort();
-  return json(names.map((n) => queueJson(ctx.broker, ctx.broker.topics.get(n)!, now)));
+  return json(ctx.broker.stats.figures(ctx.broker.now()).map(queueJson));
 }
 
 async function redrive(_req: Request, ctx: Ctx): Promise<Response> {
-  return json(await ctx.broker.redrive(queueParam(ctx.query)));
+  const { topic, source, moved } = await ctx.broker.redrive(queueParam(ctx.query));
+  return json({ queue: topic, source, moved });
 }
 
 async function purge(_req: Request, ctx: Ctx): Promise<Response> {
-  return json(await ctx.broker.purge(queueParam(ctx.query)));
+  const queue = queueParam(ctx.query);
+  return json({ queue, purged: await ctx.broker.purge(queue) });
 }
 
 async function remove(_req: Request, ctx: Ctx): Promise<Response> {
-  return json(await ctx.broker.deleteTopic(queueParam(ctx.query)));
+  const queue = queueParam(ctx.query);
+  await ctx.broker.deleteTopic(queue);
+  return json({ queue, deleted: true });
 }
 
 export const adminRoutes: Route[] = [

@@ -7,6 +7,7 @@ import {
   MAX_VISIBILITY_MS,
 } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
+import { isoTime } from "../lib/message.ts";
 import { checkName } from "../lib/names.ts";
 import { readJson } from "./body.ts";
 import { durationIn, json, jsonText, optString } from "./http.ts";
@@ -98,7 +99,9 @@ function touch(_req: Request, ctx: Ctx): Response {
   const found = ctx.broker.findTopic(topic);
   const by = ctx.query.duration("by", MAX_VISIBILITY_MS, 1) ??
     (found ? ctx.broker.effective(found).visibilityMs : ctx.broker.config.visibilityMs);
-  return json(ctx.broker.touch(topic, group(ctx), ctx.params.id ?? "", by));
+  const id = ctx.params.id ?? "";
+  const until = ctx.broker.touch(topic, group(ctx), id, by);
+  return json({ id, topic, visible_at: isoTime(until) });
 }
 
 export const consumeRoutes: Route[] = [

@@ -1,56 +1,13 @@
 /** What operators read: GET /metrics, GET /api/stats, GET /api/cluster/status. */
 
-import type { Broker } from "../lib/broker.ts";
-import type { Group } from "../lib/group.ts";
-import type { Topic } from "../lib/topic.ts";
 import { Metrics, UNMATCHED } from "../lib/metrics.ts";
 import type { AfterHook } from "./app.ts";
 import { json } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
-
-/** One group's (or, for the default group, one topic's) queue figures, as /api/queues counts. */
-function groupStats(broker: Broker, topic: Topic, g: Group, now: number) {
-  return {
-    depth: g.readyCount,
-    in_flight: g.inFlightCount,
-    delayed: g.delayedCount,
-    oldest_age_seconds: broker.oldestAgeSeconds(topic, g, now),
-  };
-}
+import { statsJson } from "./wire.ts";
 
 function stats(_req: Request, { broker }: Ctx): Response {
-  const now = broker.now();
-  const t = broker.totals;
-  // fromEntries: a topic or group may be named `__proto__`.
-  const topics = Object.fromEntries(
-    [...broker.topics.values()].sort((a, b) => a.name < b.name ? -1 : 1).map((topic) => [
-      topic.name,
-      {
-        ...groupStats(broker, topic, topic.defaultGroup, now),
-        held_bytes: topic.heldBytes,
-        groups: Object.fromEntries(
-          [...topic.groups.values()].map((g) => [g.name, groupStats(broker, topic, g, now)]),
-        ),
-      },
-    ]),
-  );
-  return json({
-    uptime_seconds: Math.floor((now - broker.startedAt) / 1000),
-    totals: {
-      published: t.published,
-      delivered: t.delivered,
-      acked: t.acked,
-      requeued: t.requeued,
-      dead_lettered: t.deadLettered,
-      expired: t.expired,
-    },
-    memory: {
-      held_bytes: broker.memory.held,
-      budget_bytes: broker.memory.budget,
-      drain_bytes_per_second: Math.round(broker.memory.drainRate),
-    },
-    topics,
-  });
+  return json(statsJson(broker, broker.now()));
 }
 
 function clusterStatus(req: Request, { broker }: Ctx): Response {

@@ -2,6 +2,7 @@
 
 import type { Broker, PublishOptions } from "../lib/broker.ts";
 import { autoKey } from "../lib/idempotency.ts";
+import { publishedJson } from "./wire.ts";
 import { MAX_PAYLOAD_BYTES, MAX_TIME_MS } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { PRIORITIES } from "../lib/message.ts";
@@ -70,7 +71,7 @@ export async function publishOrBroadcast(
     return json({ broadcast: true, delivered_to: delivered }, 200);
   }
   const result = await broker.publish(topic, payload, opts);
-  return json(result, result.deduplicated ? 200 : 201);
+  return json(publishedJson(result), result.deduplicated ? 200 : 201);
 }
 
 async function publish(req: Request, ctx: Ctx): Promise<Response> {

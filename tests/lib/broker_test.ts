@@ -55,7 +55,7 @@ Deno.test("Broker.sweep() ends leases: each counts as an attempt, the third dead
   assertEquals(await t.broker.consume("jobs"), []);
   const [dead] = await t.broker.consume("jobs.dlq", { peek: true });
   assertEquals([dead?.id, dead?.retry_count, dead?.reason], [id, 3, "visibility timeout"]);
-  assertEquals(await t.broker.redrive("jobs"), { queue: "jobs", source: "jobs.dlq", moved: 1 });
+  assertEquals(await t.broker.redrive("jobs"), { topic: "jobs", source: "jobs.dlq", moved: 1 });
   const [back] = await t.broker.consume("jobs");
   assertEquals([back?.id, back?.retry_count, back?.redrive_count], [id, 0, 1]);
   await t.broker.close();

@@ -1,0 +1,268 @@
+/**
+ * @module A group's deliveries from hand-out to end: take (lease or peek), consume (take or
+ * wait), ack, requeue, touch, and the end of a lease, each a record where it changes durable
+ * state. A third attempt sends the message to the dead-letter queue (dead_letter.ts).
+ */
+
+import { MAX_ANSWER_PAYLOAD_BYTES, MAX_PEEK } from "./config.ts";
+import type { Consumers, Offered } from "./consumers.ts";
+import type { BrokerContext } from "./context.ts";
+import { deadLetter, dlqName, exhausted } from "./dead_letter.ts";
+import { BrokerError } from "./errors.ts";
+import type { Group, TakeSpec } from "./group.ts";
+import { type Delivery, matchesFilter, type MessageJson, messageJson, State } from "./message.ts";
+import { checkName } from "./names.ts";
+import { DEFAULT_GROUP, type Topic } from "./topic.ts";
+import { RecordType } from "./wal_record.ts";
+
+/** What a consumer asks for. */
+export interface ConsumeOptions {
+  group?: string;
+  limit?: number;
+  timeoutMs?: number;
+  autoAck?: boolean;
+  peek?: boolean;
+  filterKey?: string;
+  filterVal?: string;
+  visibilityMs?: number;
+  /** Fires when the client goes away; a parked consume then leaves the queue. */
+  signal?: AbortSignal;
+}
+
+/** A filter predicate over payloads (CONTRACT "Filters"). */
+export function filterFn(key: string, value: string | undefined): (p: Uint8Array) => boolean {
+  return (p) => matchesFilter(p, key, value);
+}
+
+/**
+ * Takes up to `spec.limit` ready deliveries of `g` within `maxBytes` of payload and leases them
+ * (unless peeking); expired messages met on the way are dropped.
+ */
+export function take(
+  topic: Topic,
+  g: Group,
+  spec: TakeSpec,
+  now: number,
+  maxBytes = MAX_ANSWER_PAYLOAD_BYTES,
+): Delivery[] {
+  const taken = g.take(
+    spec.limit,
+    spec.filter,
+    (d) => topic.expireIfDue(d.msg, now),
+    spec.peek,
+    maxBytes,
+  );
+  if (!spec.peek) {
+    for (const d of taken) g.lease(d, now + spec.visibilityMs);
+    topic.counters.delivered += taken.length;
+  }
+  return taken;
+}
+
+/**
+ * Takes (or peeks at) up to `limit` messages, long-polling up to `timeoutMs` when empty, and
+ * returns what `handOver` makes of them. Nothing is acked (auto_ack) before `handOver` has
+ * returned: when it throws, what was taken is put back as it was, and the error goes to the
+ * caller.
+ */
+export async function consume<T>(
+  ctx: BrokerContext,
+  consumers: Consumers,
+  name: string,
+  opts: ConsumeOptions,
+  handOver: (messages: MessageJson[]) => T,
+): Promise<T> {
+  checkName(name, "topic");
+  const groupName = opts.group ?? DEFAULT_GROUP;
+  if (groupName) checkName(groupName, "group");
+  const timeoutMs = opts.timeoutMs ?? 0;
+  let topic = ctx.findTopic(name);
+  if (!topic) {
+    if (!timeoutMs) return handOver([]);
+    topic = ctx.getTopic(name); // a consumer may wait for a topic's first message
+  }
+  const g = ctx.getGroup(topic, groupName);
+  const now = ctx.now();
+  const spec: TakeSpec = {
+    limit: opts.limit ?? 1,
+    filter: opts.filterKey ? filterFn(opts.filterKey, opts.filterVal) : undefined,
+    visibilityMs: opts.visibilityMs ?? ctx.effective(topic).visibilityMs,
+    peek: opts.peek ?? false,
+  };
+  let items: Offered[] = take(topic, g, spec, now);
+  let ephemeral = false;
+  if (!items.length && timeoutMs > 0) {
+    ({ items, ephemeral } = await consumers.wait(
+      topic,
+      g,
+      spec,
+      now + timeoutMs,
+      now,
+      opts.signal,
+    ));
+  }
+  // A broadcast hands out a message that is not stored: there is nothing to ack.
+  const leased = items.length > 0 && !spec.peek && !ephemeral;
+  let answer: T;
+  try {
+    answer = handOver(
+      items.map((d) =>
+        messageJson(name, d.msg, d.retryCount, groupName || (d.msg.origin ?? ""), d.reason)
+      ),
+    );
+  } catch (e) {
+    if (leased && ctx.findTopic(name) === topic) {
+      g.unlease(items as Delivery[]);
+      topic.counters.delivered -= items.length;
+    }
+    throw e;
+  }
+  if (opts.autoAck && leased && ctx.findTopic(name) === topic) {
+    await ackIn(topic, g, items.map((d) => d.msg.id), ctx.now()).durable;
+  }
+  return answer;
+}
+
+/** Up to MAX_PEEK messages of the default group, in delivery order, without taking them. */
+export function peek(ctx: BrokerContext, name: string, limit = MAX_PEEK): MessageJson[] {
+  checkName(name, "queue");
+  const topic = ctx.findTopic(name);
+  if (!topic) return [];
+  const spec = { limit: Math.min(limit, MAX_PEEK), filter: undefined, peek: true, visibilityMs: 0 };
+  return take(topic, topic.defaultGroup, spec, ctx.now())
+    .map((d) => messageJson(name, d.msg, d.retryCount, d.msg.origin ?? "", d.reason));
+}
+
+/** Acks ids for a group; returns which were held, once the ack is durable. */
+export function ack(
+  ctx: BrokerContext,
+  name: string,
+  group: string,
+  ids: string[],
+): Promise<{ acked: string[]; notFound: string[] }> {
+  checkName(name, "topic");
+  if (group) checkName(group, "group");
+  const topic = ctx.findTopic(name);
+  const g = topic?.groups.get(group);
+  if (!topic || !g) return Promise.resolve({ acked: [], notFound: [...new Set(ids)] });
+  const { acked, notFound, durable } = ackIn(topic, g, ids, ctx.now());
+  return durable.then(() => ({ acked, notFound }));
+}
+
+/** Acks what `g` holds of `ids` with one record. */
+export function ackIn(topic: Topic, g: Group, ids: string[], now: number) {
+  const acked: string[] = [];
+  const notFound: string[] = [];
+  const seen = new Set<string>();
+  for (const id of ids) {
+    if (seen.has(id)) continue;
+    seen.add(id);
+    (topic.delivery(g, id) ? acked : notFound).push(id);
+  }
+  let durable: Promise<unknown> = Promise.resolve();
+  if (acked.length) {
+    durable = topic.commit({
+      type: RecordType.Ack,
+      seq: topic.nextSeq(),
+      group: g.name,
+      ids: acked,
+    }, now);
+    topic.counters.acked += acked.length;
+  }
+  return { acked, notFound, durable };
+}
+
+function inFlight(ctx: BrokerContext, name: string, group: string, id: string, action: string) {
+  checkName(name, "topic");
+  if (group) checkName(group, "group");
+  const topic = ctx.findTopic(name);
+  const g = topic?.groups.get(group);
+  const d = g && topic?.delivery(g, id);
+  if (!topic || !g || !d || d.state !== State.InFlight) {
+    const where = group ? `"${name}" group "${group}"` : `"${name}"`;
+    throw new BrokerError(
+      "message_not_found",
+      `Cannot ${action} message "${id}" in ${where}: no such message is in flight`,
+    );
+  }
+  return { topic, g, d };
+}
+
+/** Puts an in-flight message back (or into the DLQ after MAX_ATTEMPTS). */
+export async function requeue(
+  ctx: BrokerContext,
+  name: string,
+  group: string,
+  id: string,
+  opts: { delayMs?: number; reason?: string } = {},
+): Promise<{ id: string; topic: string; retry_count: number; status: string; queue: string }> {
+  const { topic, g, d } = inFlight(ctx, name, group, id, "requeue");
+  const now = ctx.now();
+  const retry = d.retryCount + 1;
+  topic.counters.requeued++;
+  if (exhausted(topic, retry)) {
+    const dlq = ctx.getTopic(dlqName(name));
+    await deadLetter(ctx, topic, g, d, dlq, retry, opts.reason, now);
+    return { id, topic: name, retry_count: retry, status: "dead_lettered", queue: dlq.name };
+  }
+  const dueAt = opts.delayMs ? now + opts.delayMs : 0;
+  const durable = topic.commit({
+    type: RecordType.Requeue,
+    seq: topic.nextSeq(),
+    group: g.name,
+    id,
+    retryCount: retry,
+    dueAt,
+    reason: opts.reason,
+  }, now);
+  if (!dueAt) ctx.deliver(topic, g, now);
+  await durable;
+  return { id, topic: name, retry_count: retry, status: "requeued", queue: name };
+}
+
+/** Extends the lease of an in-flight message by `byMs` from now; returns the new lease end. */
+export function touch(
+  ctx: BrokerContext,
+  name: string,
+  group: string,
+  id: string,
+  byMs: number,
+): number {
+  const { g, d } = inFlight(ctx, name, group, id, "touch");
+  const until = ctx.now() + byMs;
+  g.touch(d, until);
+  return until;
+}
+
+/**
+ * A lease ended without an ack: the message is ready again with one more attempt, or goes to
+ * the dead-letter queue after the last. Writes a record: only a leader does this.
+ */
+export function leaseEnded(
+  ctx: BrokerContext,
+  topic: Topic,
+  g: Group,
+  d: Delivery,
+  now: number,
+): void {
+  if (topic.dropExpiredInFlight(g, d, now)) return;
+  const retry = d.retryCount + 1;
+  const reason = "visibility timeout";
+  topic.counters.requeued++;
+  let done: Promise<unknown>;
+  if (exhausted(topic, retry)) {
+    const dlq = ctx.getTopic(dlqName(topic.name));
+    done = deadLetter(ctx, topic, g, d, dlq, retry, reason, now);
+  } else {
+    done = topic.commit({
+      type: RecordType.Requeue,
+      seq: topic.nextSeq(),
+      group: g.name,
+      id: d.msg.id,
+      retryCount: retry,
+      dueAt: 0,
+      reason,
+    }, now);
+  }
+  done.catch((e) => ctx.log.error("lease end not recorded", { topic: topic.name, error: e }));
+}

@@ -1,0 +1,71 @@
+/**
+ * @module Time moving forward: `sweep(now)` runs every TICK_MS in production and by hand in
+ * tests. Its work is in two parts: what writes records (a lease that ends becomes a REQUEUE or a
+ * dead-letter move), which only a node that takes writes may do, and local work every node does
+ * on its own copy (TTL expiry, delays coming due, idempotency keys leaving their window,
+ * long-poll timeouts, compaction).
+ */
+
+import type { Compactor } from "./compactor.ts";
+import type { Consumers } from "./consumers.ts";
+import type { BrokerContext } from "./context.ts";
+import { leaseEnded } from "./deliveries.ts";
+import type { Topic } from "./topic.ts";
+
+/** How often the sweep runs when the broker keeps its own time. */
+export const TICK_MS = 10;
+
+/** Moves the broker's time forward. */
+export class Scheduler {
+  constructor(
+    private readonly ctx: BrokerContext,
+    private readonly topics: () => Iterable<Topic>,
+    private readonly consumers: Consumers,
+    private readonly compactor: Compactor,
+  ) {}
+
+  /** Both parts: what a standalone broker (or a leader) runs each tick. */
+  sweep(now: number): void {
+    this.ctx.memory.tick(now);
+    this.#eachTopic(now, (topic) => {
+      this.#leaseEnds(topic, now);
+      this.#local(topic, now);
+    });
+    this.consumers.expire(now);
+  }
+
+  /** The local part only, for a node that does not take writes. */
+  sweepLocal(now: number): void {
+    this.ctx.memory.tick(now);
+    this.#eachTopic(now, (topic) => this.#local(topic, now));
+    this.consumers.expire(now);
+  }
+
+  #eachTopic(now: number, work: (topic: Topic) => void): void {
+    for (const topic of this.topics()) {
+      try {
+        work(topic);
+      } catch (e) {
+        // A bug in one topic's sweep must not stop time for the others, nor kill the process.
+        this.ctx.log.error("sweep failed", { topic: topic.name, error: e, now });
+      }
+    }
+  }
+
+  /** Leases that ended become REQUEUE records or dead-letter moves. */
+  #leaseEnds(topic: Topic, now: number): void {
+    for (const g of topic.groups.values()) {
+      for (const d of g.endedLeases(now)) leaseEnded(this.ctx, topic, g, d, now);
+    }
+  }
+
+  #local(topic: Topic, now: number): void {
+    while (topic.expiry.peekKey() <= now) topic.expireIfDue(topic.expiry.pop()!, now);
+    for (const g of topic.groups.values()) {
+      g.promoteDue(now);
+      if (g.readyCount && this.consumers.waitingOn(g)) this.consumers.deliver(topic, g, now);
+    }
+    if (topic.keys.size) topic.keys.expire(now);
+    this.compactor.maybeCompact(topic, now);
+  }
+}
