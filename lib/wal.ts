@@ -79,7 +79,17 @@ export interface WalOptions {
   after?: Promise<void>;
   /** The reader replay used; payloads it left on disk are read through it until relocated. */
   replayed?: PayloadFile;
+  /** Hears the records of each batch right after it is durable (see DurableHook). */
+  onDurable?: DurableHook;
 }
+
+/**
+ * Called with records right after they became durable (fsynced, or written under
+ * BROKER_FSYNC=interval/never), in the order they were appended, before their appenders hear
+ * so. Across WALs, calls come in the order the batches became durable, so a move between
+ * topics (gated with `after`) is heard copy first. It must not throw and must not append.
+ */
+export type DurableHook = (records: readonly WalRecord[]) => void;
 
 /** What opening a topic's WAL needs besides the topic's name. */
 export interface WalInit {
@@ -89,6 +99,8 @@ export interface WalInit {
   replayed?: PayloadFile;
   /** Resolves when a file of the same name being deleted is gone. */
   after?: Promise<void>;
+  /** Hears records once durable. */
+  onDurable?: DurableHook;
 }
 
 /** Opens a topic's WAL: the broker's one choice of storage, which tests and the cluster can make. */
@@ -132,6 +144,9 @@ export interface Wal {
 
 /** A WAL that keeps nothing, for BROKER_DATA_DIR=:memory:. */
 export class MemoryWal implements Wal {
+  /** Records appended in this turn, heard as durable in a microtask (there is no disk). */
+  #pending: WalRecord[] = [];
+  constructor(private readonly onDurable?: DurableHook) {}
   bytes = 0;
   failed = undefined;
   lastSize = 0;
@@ -145,7 +160,16 @@ export class MemoryWal implements Wal {
   releaseRetired(): void {}
   append(record: WalRecord): Promise<void> {
     this.lastSize = frameSize(record); // nothing is encoded: there is no disk
+    if (this.onDurable) {
+      if (this.#pending.length === 0) queueMicrotask(() => this.#heard());
+      this.#pending.push(record);
+    }
     return RESOLVED;
+  }
+  #heard(): void {
+    const records = this.#pending;
+    this.#pending = [];
+    this.onDurable!(records);
   }
   barrier(): Promise<void> {
     return RESOLVED;
@@ -169,6 +193,8 @@ interface Batch {
   done: Deferred;
   /** Must settle before this batch is written. */
   gate: Promise<unknown> | undefined;
+  /** Its records, kept for the durable hook when there is one. */
+  records: WalRecord[] | undefined;
 }
 
 /** Microtask turns a flush waits before taking its batch (see #flushLoop). */
@@ -256,6 +282,7 @@ export class FileWal implements Wal {
     const at = batch.bytes;
     batch.bytes += encodeRecordInto(record, batch.buf, batch.view, at);
     if (this.#capture) this.#capture.push(batch.buf.slice(at, batch.bytes));
+    if (this.opts.onDurable) (batch.records ??= []).push(record);
     this.lastSize = size;
     this.bytes += size;
     if (!this.#flushing && !this.#held) this.#flushing = this.#flushLoop();
@@ -266,7 +293,14 @@ export class FileWal implements Wal {
   #newBatch(gate: Promise<unknown> | undefined, need: number): Batch {
     let buf = this.#spares.pop();
     if (!buf || buf.length < need) buf = new Uint8Array(Math.max(BATCH_MIN_BYTES, need));
-    return { buf, view: new DataView(buf.buffer), bytes: 0, done: deferred(), gate };
+    return {
+      buf,
+      view: new DataView(buf.buffer),
+      bytes: 0,
+      done: deferred(),
+      gate,
+      records: undefined,
+    };
   }
 
   #recycle(batches: Batch[]): void {
@@ -359,10 +393,26 @@ export class FileWal implements Wal {
           return;
         }
         this.#recycle(taken);
-        for (const b of taken) b.done.resolve();
+        this.#resolve(taken);
       }
     } finally {
       this.#flushing = undefined;
+    }
+  }
+
+  /** Batches are durable: the hook hears their records, then their appenders. */
+  #resolve(batches: Batch[]): void {
+    const hook = this.opts.onDurable;
+    for (const b of batches) {
+      if (hook && b.records) {
+        try {
+          hook(b.records);
+        } catch (e) {
+          this.opts.log.error("durable hook failed", { path: this.path, error: e });
+        }
+        b.records = undefined;
+      }
+      b.done.resolve();
     }
   }
 
@@ -471,7 +521,7 @@ export class FileWal implements Wal {
       this.#file = tmp;
       tmp = undefined;
       this.bytes = size + sum(this.#queue);
-      for (const b of taken) b.done.resolve();
+      this.#resolve(taken);
       taken = undefined;
     } catch (e) {
       this.#capture = undefined;
