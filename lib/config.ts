@@ -66,6 +66,8 @@ export interface Config {
   maxMemoryBytes: number;
   /** Payloads this large or larger are read back from the WAL file, not kept in memory. */
   diskPayloadMinBytes: number;
+  /** Recent messages a streamed topic keeps for resume (SSE Last-Event-ID). */
+  streamBuffer: number;
 }
 
 interface Setting {
@@ -240,6 +242,13 @@ export const SETTINGS: readonly Setting[] = [
     def: "64KiB",
     help: "payloads this large or larger are served from the WAL file, not kept in memory",
     apply: (c, v) => c.diskPayloadMinBytes = size("BROKER_DISK_PAYLOAD_MIN", v),
+  },
+  {
+    env: "BROKER_STREAM_BUFFER",
+    flag: "--stream-buffer",
+    def: "1000",
+    help: "recent messages a streamed topic keeps so a reconnecting reader can resume",
+    apply: (c, v) => c.streamBuffer = int("BROKER_STREAM_BUFFER", v, 0, 1_000_000),
   },
   {
     env: "BROKER_COMPACT_RATIO",
