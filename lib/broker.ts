@@ -22,6 +22,7 @@ import * as publishing from "./publish.ts";
 import { recover, type RecoveryReport } from "./recovery.ts";
 import { Scheduler, TICK_MS } from "./scheduler.ts";
 import { Stats } from "./stats.ts";
+import { Subscribers } from "./subscribers.ts";
 import { DEFAULT_GROUP, Topic, type TopicSettings } from "./topic.ts";
 import { FileWal, MemoryWal, type OpenWal, type Wal, type WalInit } from "./wal.ts";
 import { type Policy, RecordType } from "./wal_record.ts";
@@ -59,7 +60,9 @@ export class Broker implements BrokerContext {
   readonly stats: Stats;
   readonly scheduler: Scheduler;
   readonly #compactor: Compactor;
-  readonly #openWal: OpenWal;
+  /** The durable feed: subscribers, resume rings, taps. */
+  readonly feed: Subscribers;
+  readonly #openWalWith: OpenWal;
   draining = false;
   #deleting = new Map<string, Promise<void>>();
   #ticker: ReturnType<typeof setInterval> | undefined;
@@ -74,7 +77,8 @@ export class Broker implements BrokerContext {
     this.log = opts.log ?? silentLogger;
     this.startedAt = this.now();
     this.memory = new MemoryBudget(config.maxMemoryBytes);
-    this.#openWal = opts.openWal ?? defaultWal(config, this.log, opts.onFsync);
+    this.#openWalWith = opts.openWal ?? defaultWal(config, this.log, opts.onFsync);
+    this.feed = new Subscribers(config.streamBuffer, (n) => this.#topics.get(n), this.log);
     this.consumers = new Consumers(deliveries.take);
     this.stats = new Stats(() => this.#topics.values(), (n) => this.#topics.get(n));
     this.#compactor = new Compactor(config, this.log, this.now);
@@ -172,6 +176,14 @@ export class Broker implements BrokerContext {
     return topic;
   }
 
+  /** A topic's WAL, whose durable records feed the subscribers. */
+  #openWal(name: string, init: WalInit): Wal {
+    return this.#openWalWith(name, {
+      ...init,
+      onDurable: (records) => this.feed.durable(name, records),
+    });
+  }
+
   /** Payloads this large or larger stay in the WAL file; with no file, every one in memory. */
   get #diskPayloadMin(): number {
     return this.config.dataDir === ":memory:" ? Infinity : this.config.diskPayloadMinBytes;
@@ -259,6 +271,7 @@ export class Broker implements BrokerContext {
     this.stats.retire(topic);
     this.#compactor.forget(topic);
     this.consumers.release(topic);
+    this.feed.forget(name);
     const gone = topic.wal.remove();
     const guard = gone.catch(() => {}).finally(() => {
       if (this.#deleting.get(name) === guard) this.#deleting.delete(name);
@@ -282,7 +295,7 @@ export class Broker implements BrokerContext {
 
   broadcast(name: string, payload: Uint8Array, opts?: publishing.PublishOptions): number {
     this.#gate();
-    return publishing.broadcast(this, this.consumers, name, payload, opts);
+    return publishing.broadcast(this, this.consumers, this.feed, name, payload, opts);
   }
 
   consume<T = MessageJson[]>(
@@ -366,7 +379,7 @@ function defaultWal(
   log: Logger,
   onFsync: ((seconds: number) => void) | undefined,
 ): OpenWal {
-  if (config.dataDir === ":memory:") return (): Wal => new MemoryWal();
+  if (config.dataDir === ":memory:") return (_name, init): Wal => new MemoryWal(init.onDurable);
   return (name: string, init: WalInit): Wal =>
     new FileWal(`${config.dataDir}/${name}.wal`, config.dataDir, init.size, {
       fsync: config.fsync,
@@ -374,5 +387,6 @@ function defaultWal(
       onFsync,
       after: init.after,
       replayed: init.replayed,
+      onDurable: init.onDurable,
     });
 }

@@ -195,7 +195,9 @@ export class Metrics {
       registers,
       collect() {
         this.reset();
-        for (const t of topics()) this.set({ topic: t.name }, t.listeners.size);
+        const b = broker();
+        if (!b) return;
+        for (const t of topics()) this.set({ topic: t.name }, b.feed.count(t.name));
       },
     });
     // No series until webhook delivery exists; the name and labels are fixed now.

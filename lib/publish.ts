@@ -11,6 +11,7 @@ import { BrokerError } from "./errors.ts";
 import { heldSize } from "./memory.ts";
 import { internHeaders, NORMAL, StoredMessage } from "./message.ts";
 import { checkName } from "./names.ts";
+import type { Subscribers } from "./subscribers.ts";
 import type { Topic } from "./topic.ts";
 import { uuidv7 } from "./uuid.ts";
 import { type PublishRecord, RecordType } from "./wal_record.ts";
@@ -170,12 +171,13 @@ function dropOldest(ctx: BrokerContext, topic: Topic, n: number, bytes: number, 
 }
 
 /**
- * Offers an ephemeral message to every consumer waiting on the topic at this instant. Nothing
- * is stored. Returns how many received it.
+ * Offers an ephemeral message to every consumer waiting on the topic at this instant and to its
+ * subscribers. Nothing is stored. Returns how many received it.
  */
 export function broadcast(
   ctx: BrokerContext,
   consumers: Consumers,
+  subscribers: Subscribers,
   name: string,
   payload: Uint8Array,
   opts: PublishOptions = {},
@@ -183,7 +185,6 @@ export function broadcast(
   checkName(name, "topic");
   checkPayload(name, payload);
   const topic = ctx.findTopic(name);
-  if (!topic) return 0;
   const now = ctx.now();
   const msg = new StoredMessage({
     id: uuidv7(now),
@@ -198,5 +199,5 @@ export function broadcast(
     origin: undefined,
     reason: undefined,
   }, 0);
-  return consumers.broadcast(topic, msg);
+  return (topic ? consumers.broadcast(topic, msg) : 0) + subscribers.broadcast(name, msg);
 }

@@ -83,8 +83,6 @@ export class Topic {
   /** Messages whose payload is on disk (relocate() walks the messages only when some are). */
   #onDisk = 0;
   readonly counters: TopicCounters = zeroCounters();
-  /** Live listeners (SSE, WebSocket spies): called with every message applied live. */
-  readonly listeners = new Set<(msg: StoredMessage) => void>();
   readonly isDeadLetter: boolean;
 
   constructor(

@@ -1,0 +1,289 @@
+/**
+ * @module The durable feed and who listens to it. The WAL calls `durable()` right after each
+ * batch is on disk, in the order batches became durable across topics; subscribers hear the
+ * messages in it (publishes, dead-letter moves, redrives: every PUBLISH record), matched by
+ * pattern (`orders`, `orders.*`, `*`, so topics created later match too), and broadcasts,
+ * which are never stored. Nothing is heard before it is durable, so no one holds an event that
+ * a crash erases.
+ *
+ * A topic that anyone has streamed keeps its last BROKER_STREAM_BUFFER messages (and at most
+ * STREAM_BUFFER_MAX_BYTES of payload in memory) in a ring, so a reader that reconnects with the
+ * last sequence number it saw (`afterSeq`) gets what it missed, or a `gap` event when the ring no
+ * longer holds it. Each subscriber has its own bounded queue: one that throws or falls further
+ * behind than the buffer is dropped and told, and never holds up the WAL or anyone else.
+ */
+
+import { Deque } from "./deque.ts";
+import { BrokerError } from "./errors.ts";
+import type { Logger } from "./log.ts";
+import { StoredMessage } from "./message.ts";
+import { checkName } from "./names.ts";
+import type { Topic } from "./topic.ts";
+import { RecordType, type WalRecord } from "./wal_record.ts";
+
+/** Payload bytes in memory a topic's resume ring may keep, whatever BROKER_STREAM_BUFFER says. */
+export const STREAM_BUFFER_MAX_BYTES = 32 * 1024 * 1024;
+
+/** A stored message as the feed tells it: its topic's sequence number is its event id. */
+export interface FeedMessage {
+  kind: "message";
+  topic: string;
+  /** The sequence number of the record that stored it in `topic`; it only grows. */
+  seq: number;
+  msg: StoredMessage;
+  retryCount: number;
+  reason: string | undefined;
+  /** The group a dead-lettered message came from. */
+  origin: string | undefined;
+}
+
+/** What a subscriber hears. */
+export type FeedEvent =
+  | FeedMessage
+  /** A broadcast: never stored, so it has no sequence number. */
+  | { kind: "broadcast"; topic: string; msg: StoredMessage }
+  /** The messages after `afterSeq` are no longer all held: the reader missed some. */
+  | { kind: "gap"; topic: string; afterSeq: number }
+  /** The last event: the subscriber was removed (it threw, or fell too far behind). */
+  | { kind: "dropped"; reason: string };
+
+/** A subscriber's handler; a returned promise holds its next events until it settles. */
+export type Listener = (event: FeedEvent) => void | Promise<void>;
+
+export interface SubscribeOptions {
+  /** Replays first, from the topic's ring, the messages after this sequence number. */
+  afterSeq?: number;
+  /** Events that may wait for the listener; past it, it is dropped (default: the buffer size). */
+  maxQueue?: number;
+}
+
+interface Subscription {
+  /** The exact topic, or the prefix before a trailing `*`. */
+  readonly match: string;
+  readonly prefix: boolean;
+  readonly fn: Listener;
+  readonly max: number;
+  readonly queue: Deque<FeedEvent>;
+  busy: boolean;
+  closed: boolean;
+}
+
+/** One topic's recent messages, for resume. */
+class Ring {
+  readonly entries = new Deque<FeedMessage>();
+  bytes = 0;
+  /** Every message with a sequence number above this is in the ring (or still to come). */
+  constructor(public from: number) {}
+
+  push(e: FeedMessage, size: number): void {
+    this.entries.push(e);
+    this.bytes += inMemory(e);
+    while (this.entries.length > size || this.bytes > STREAM_BUFFER_MAX_BYTES) {
+      const old = this.entries.shift()!;
+      this.bytes -= inMemory(old);
+      this.from = Math.max(this.from, old.seq);
+    }
+  }
+
+  /** The messages after `seq`, or undefined when some of them are no longer here. */
+  after(seq: number): FeedMessage[] | undefined {
+    if (seq < this.from) return undefined;
+    const out: FeedMessage[] = [];
+    for (let i = 0; i < this.entries.length; i++) {
+      const e = this.entries.at(i)!;
+      if (e.seq > seq) out.push(e);
+    }
+    return out;
+  }
+}
+
+function inMemory(e: FeedMessage): number {
+  return e.msg.onDisk ? 0 : e.msg.payloadBytes;
+}
+
+/** Checks a pattern: a topic name, `prefix*` or `*`. */
+export function checkPattern(pattern: string): string {
+  if (pattern === "*") return pattern;
+  if (pattern.endsWith("*")) {
+    const prefix = pattern.slice(0, -1);
+    if (!/^[A-Za-z0-9._-]{1,200}$/.test(prefix) || prefix.startsWith(".")) {
+      throw new BrokerError(
+        "invalid_name",
+        `Invalid pattern "${pattern.slice(0, 64)}": use a topic name, "prefix*" or "*"`,
+      );
+    }
+    return pattern;
+  }
+  return checkName(pattern, "topic");
+}
+
+/** The broker's subscribers and the topics' resume rings. */
+export class Subscribers {
+  readonly #exact = new Map<string, Set<Subscription>>();
+  readonly #prefixed = new Set<Subscription>();
+  readonly #rings = new Map<string, Ring>();
+  readonly #taps = new Set<(topic: string, records: readonly WalRecord[]) => void>();
+
+  constructor(
+    /** BROKER_STREAM_BUFFER: messages a streamed topic keeps. */
+    private readonly bufferSize: number,
+    private readonly findTopic: (name: string) => Topic | undefined,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * Subscribes to a topic name, `prefix*` or `*`; returns the function that unsubscribes. With
+   * `afterSeq` (a topic name only), the listener first hears what the ring holds after it, or a
+   * `gap` event.
+   */
+  subscribe(pattern: string, fn: Listener, opts: SubscribeOptions = {}): () => void {
+    checkPattern(pattern);
+    const prefix = pattern.endsWith("*");
+    if (prefix && opts.afterSeq !== undefined) {
+      throw new BrokerError("invalid_parameter", "Resuming needs one topic, not a pattern");
+    }
+    const sub: Subscription = {
+      match: prefix ? pattern.slice(0, -1) : pattern,
+      prefix,
+      fn,
+      max: Math.max(opts.maxQueue ?? this.bufferSize, 1),
+      queue: new Deque(),
+      busy: false,
+      closed: false,
+    };
+    if (prefix) this.#prefixed.add(sub);
+    else {
+      const set = this.#exact.get(pattern);
+      if (set) set.add(sub);
+      else this.#exact.set(pattern, new Set([sub]));
+      const ring = this.#ring(pattern, this.findTopic(pattern)?.seq ?? 0);
+      if (opts.afterSeq !== undefined) {
+        const missed = opts.afterSeq > (this.findTopic(pattern)?.seq ?? 0)
+          ? undefined // a number this topic never reached: not ours to resume from
+          : ring.after(opts.afterSeq);
+        if (missed) { for (const e of missed) this.#push(sub, e); }
+        else this.#push(sub, { kind: "gap", topic: pattern, afterSeq: opts.afterSeq });
+      }
+    }
+    return () => this.#remove(sub);
+  }
+
+  /**
+   * Hears every durable record of every topic, in durability order (for replication); returns
+   * the function that stops it. It must not throw.
+   */
+  tap(fn: (topic: string, records: readonly WalRecord[]) => void): () => void {
+    this.#taps.add(fn);
+    return () => this.#taps.delete(fn);
+  }
+
+  /** How many subscribers a topic name would reach. */
+  count(topic: string): number {
+    let n = this.#exact.get(topic)?.size ?? 0;
+    for (const s of this.#prefixed) if (topic.startsWith(s.match)) n++;
+    return n;
+  }
+
+  /** The WAL's durable hook for `topic`: records just became durable, in order. */
+  durable(topic: string, records: readonly WalRecord[]): void {
+    for (const tap of this.#taps) {
+      try {
+        tap(topic, records);
+      } catch (e) {
+        this.log.error("feed tap failed", { topic, error: e });
+      }
+    }
+    let ring = this.#rings.get(topic);
+    let subs: Subscription[] | undefined;
+    for (const r of records) {
+      if (r.type !== RecordType.Publish) continue;
+      subs ??= this.#matching(topic);
+      if (!subs.length && !ring) return;
+      const t = this.findTopic(topic);
+      const event: FeedMessage = {
+        kind: "message",
+        topic,
+        seq: r.seq,
+        // The held message when there is one (its payload may move to disk), else a copy.
+        msg: t?.messages.get(r.id) ?? new StoredMessage(r, 0),
+        retryCount: r.deliveries?.[0]?.retryCount ?? 0,
+        reason: r.reason,
+        origin: r.origin,
+      };
+      ring ??= this.#ring(topic, r.seq - 1);
+      ring.push(event, this.bufferSize);
+      for (const s of subs) this.#push(s, event);
+    }
+  }
+
+  /** Tells the subscribers of `topic` about a broadcast; returns how many heard it. */
+  broadcast(topic: string, msg: StoredMessage): number {
+    const subs = this.#matching(topic);
+    for (const s of subs) this.#push(s, { kind: "broadcast", topic, msg });
+    return subs.length;
+  }
+
+  /** Forgets a deleted topic's ring (its sequence numbers start again). */
+  forget(topic: string): void {
+    this.#rings.delete(topic);
+  }
+
+  #ring(topic: string, from: number): Ring {
+    let ring = this.#rings.get(topic);
+    if (!ring) this.#rings.set(topic, ring = new Ring(from));
+    return ring;
+  }
+
+  #matching(topic: string): Subscription[] {
+    const out = [...this.#exact.get(topic) ?? []];
+    for (const s of this.#prefixed) if (topic.startsWith(s.match)) out.push(s);
+    return out;
+  }
+
+  #push(sub: Subscription, e: FeedEvent): void {
+    if (sub.closed) return;
+    if (sub.queue.length >= sub.max) {
+      return this.#drop(sub, `fell behind: ${sub.queue.length} events waiting`);
+    }
+    sub.queue.push(e);
+    if (!sub.busy) this.#pump(sub);
+  }
+
+  /** Hands a subscriber its queue, one event at a time, outside the WAL's hook. */
+  async #pump(sub: Subscription): Promise<void> {
+    sub.busy = true;
+    await undefined;
+    while (!sub.closed && sub.queue.length) {
+      const e = sub.queue.shift()!;
+      try {
+        const done = sub.fn(e);
+        if (done) await done;
+      } catch (err) {
+        this.log.warn("subscriber failed; dropped", { error: err });
+        this.#drop(sub, `the subscriber failed: ${(err as Error)?.message ?? err}`);
+      }
+    }
+    sub.busy = false;
+  }
+
+  #drop(sub: Subscription, reason: string): void {
+    if (sub.closed) return;
+    this.#remove(sub);
+    queueMicrotask(() => {
+      try {
+        sub.fn({ kind: "dropped", reason });
+      } catch { /* it is gone already */ }
+    });
+  }
+
+  #remove(sub: Subscription): void {
+    sub.closed = true;
+    sub.queue.clear();
+    if (sub.prefix) this.#prefixed.delete(sub);
+    else {
+      const set = this.#exact.get(sub.match);
+      set?.delete(sub);
+      if (set?.size === 0) this.#exact.delete(sub.match);
+    }
+  }
+}
