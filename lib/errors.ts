@@ -1,30 +1,11 @@
 /**
- * @module The one error type lib throws, and the closed list of codes from CONTRACT.md.
- * Only routes/http.ts turns a code into an HTTP status.
+ * @module The one error type lib throws, with a code from the closed list of CONTRACT.md
+ * (protocol/error_codes.ts). Only routes/http.ts turns a code into an HTTP status.
  */
 
-/** Every refusal the broker can express; each maps to one HTTP status in routes/http.ts. */
-export type ErrorCode =
-  | "bad_request"
-  | "invalid_name"
-  | "invalid_duration"
-  | "invalid_parameter"
-  | "empty_body"
-  | "unauthorized"
-  | "forbidden"
-  | "topic_limit_reached"
-  | "not_found"
-  | "queue_empty"
-  | "message_not_found"
-  | "method_not_allowed"
-  | "already_exists"
-  | "payload_too_large"
-  | "queue_full"
-  | "memory_full"
-  | "draining"
-  | "electing"
-  | "unavailable"
-  | "internal";
+import type { ErrorCode } from "../protocol/error_codes.ts";
+
+export type { ErrorCode };
 
 /**
  * A refusal with a stable code and a message that names the action and the value; a 429 or 503

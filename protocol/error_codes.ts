@@ -1,0 +1,31 @@
+/**
+ * The closed list of problem `code` values (CONTRACT "Errors"). Dependency-free: the broker, the
+ * client and the CLI share it.
+ */
+
+/** Every code a problem answer can carry. */
+export const ERROR_CODES = [
+  "bad_request",
+  "invalid_name",
+  "invalid_duration",
+  "invalid_parameter",
+  "empty_body",
+  "unauthorized",
+  "forbidden",
+  "topic_limit_reached",
+  "not_found",
+  "queue_empty",
+  "message_not_found",
+  "method_not_allowed",
+  "already_exists",
+  "payload_too_large",
+  "queue_full",
+  "memory_full",
+  "draining",
+  "electing",
+  "unavailable",
+  "internal",
+] as const;
+
+/** One problem code. */
+export type ErrorCode = typeof ERROR_CODES[number];

@@ -1,0 +1,177 @@
+/**
+ * The JSON the broker speaks (spec and CONTRACT "Success answers", "Message object", "Health,
+ * cluster, stats, metrics"): what routes/wire.ts writes and what the client, the CLI and the
+ * tests read. Types only; no Deno, no Node.
+ */
+
+import type { ErrorCode } from "./error_codes.ts";
+
+/** Priorities in delivery order. */
+export type Priority = "high" | "normal" | "low";
+
+/** The Message object: consume, peek, SSE, WebSocket and the dashboard all use it. */
+export interface MessageJson {
+  /** UUIDv7. */
+  id: string;
+  topic: string;
+  /** The payload, Base64. */
+  payload: string;
+  /** The payload as text, when it is valid UTF-8. */
+  payload_text?: string;
+  /** ISO 8601, ms precision. */
+  timestamp: string;
+  retry_count: number;
+  /** Stored `X-MQ-*` headers, names lower-cased. */
+  headers: Record<string, string>;
+  priority: Priority;
+  expires_at?: string;
+  /** The consuming group (or, in a DLQ, the group it came from). */
+  group?: string;
+  /** Why it was last requeued or dead-lettered. */
+  reason?: string;
+  redrive_count?: number;
+}
+
+/** POST /publish/{topic}: 201, or 200 with `deduplicated: true`. */
+export interface PublishAnswer {
+  id: string;
+  topic: string;
+  timestamp: string;
+  priority: Priority;
+  deduplicated: boolean;
+  visible_at?: string;
+  expires_at?: string;
+}
+
+/** POST /publish/{topic}?broadcast=true. */
+export interface BroadcastAnswer {
+  broadcast: true;
+  delivered_to: number;
+}
+
+/** POST /ack/{topic} with `{"ids":[...]}`. */
+export interface BatchAckAnswer {
+  acked: number;
+  not_found: string[];
+}
+
+/** POST /requeue. */
+export interface RequeueAnswer {
+  id: string;
+  topic: string;
+  retry_count: number;
+  status: "requeued" | "dead_lettered";
+  /** Where the message is now. */
+  queue: string;
+}
+
+/** POST /touch/{topic}/{id}. */
+export interface TouchAnswer {
+  id: string;
+  topic: string;
+  visible_at: string;
+}
+
+/** POST /api/topics. */
+export interface TopicJson {
+  name: string;
+  policy: "reject" | "drop-oldest";
+  retain: string | null;
+  visibility: string;
+  max_messages: number;
+  max_bytes: number | null;
+  created_at: string;
+}
+
+/** POST /api/groups, and each item of GET /api/groups. */
+export interface GroupJson {
+  topic: string;
+  group: string;
+  created_at: string;
+}
+
+/** One item of GET /api/queues. */
+export interface QueueItem {
+  name: string;
+  depth: number;
+  in_flight: number;
+  delayed: number;
+  held: number;
+  held_bytes: number;
+  dlq_depth: number;
+  groups: string[];
+  policy: "reject" | "drop-oldest";
+  retain: string | null;
+  oldest_age_seconds: number;
+}
+
+/** POST /api/queues/redrive. */
+export interface RedriveAnswer {
+  queue: string;
+  source: string;
+  moved: number;
+}
+
+/** DELETE /api/queues/purge. */
+export interface PurgeAnswer {
+  queue: string;
+  purged: number;
+}
+
+/** DELETE /api/queues/delete. */
+export interface DeleteAnswer {
+  queue: string;
+  deleted: true;
+}
+
+/** One group's figures in GET /api/stats. */
+export interface GroupStats {
+  depth: number;
+  in_flight: number;
+  delayed: number;
+  oldest_age_seconds: number;
+}
+
+/** GET /api/stats. */
+export interface StatsJson {
+  uptime_seconds: number;
+  totals: {
+    published: number;
+    delivered: number;
+    acked: number;
+    requeued: number;
+    dead_lettered: number;
+    expired: number;
+  };
+  memory: { held_bytes: number; budget_bytes: number; drain_bytes_per_second: number };
+  topics: Record<string, GroupStats & { held_bytes: number; groups: Record<string, GroupStats> }>;
+}
+
+/** GET /healthz. */
+export interface HealthJson {
+  status: "ok" | "draining" | "error" | "electing";
+  version?: string;
+  uptime_seconds?: number;
+  cluster_role?: "leader" | "follower" | "candidate";
+  cluster_term?: number;
+}
+
+/** GET /api/cluster/status. */
+export interface ClusterStatus {
+  mode: "standalone" | "cluster";
+  node_id: string;
+  role: "leader" | "follower" | "candidate";
+  term: number;
+  leader: string | null;
+  peers: { id: string; address: string; healthy: boolean; last_seen: string | null }[];
+}
+
+/** Every error answer (RFC 9457 problem details). */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  code: ErrorCode;
+  request_id: string;
+}
