@@ -15,7 +15,6 @@ import { BrokerError } from "./errors.ts";
 import type { Group } from "./group.ts";
 import { type Logger, silentLogger } from "./log.ts";
 import { MemoryBudget } from "./memory.ts";
-import type { MessageJson } from "./message.ts";
 import { checkName } from "./names.ts";
 import { loadNodeId } from "./node_id.ts";
 import * as publishing from "./publish.ts";
@@ -27,7 +26,7 @@ import { DEFAULT_GROUP, Topic, type TopicSettings } from "./topic.ts";
 import { FileWal, MemoryWal, type OpenWal, type Wal, type WalInit } from "./wal.ts";
 import { type Policy, RecordType } from "./wal_record.ts";
 
-export type { ConsumeOptions } from "./deliveries.ts";
+export type { ConsumeOptions, Handed } from "./deliveries.ts";
 export type { Published, PublishOptions } from "./publish.ts";
 
 export interface TopicOptions {
@@ -298,16 +297,16 @@ export class Broker implements BrokerContext {
     return publishing.broadcast(this, this.consumers, this.feed, name, payload, opts);
   }
 
-  consume<T = MessageJson[]>(
+  consume<T = deliveries.Handed[]>(
     name: string,
     opts: deliveries.ConsumeOptions = {},
-    handOver: (messages: MessageJson[]) => T = (m) => m as unknown as T,
+    handOver: (messages: deliveries.Handed[]) => T = (m) => m as unknown as T,
   ): Promise<T> {
     this.#gate();
     return deliveries.consume(this, this.consumers, name, opts, handOver);
   }
 
-  peek(name: string, limit?: number): MessageJson[] {
+  peek(name: string, limit?: number): deliveries.Handed[] {
     this.#gate();
     return deliveries.peek(this, name, limit);
   }

@@ -10,7 +10,7 @@ import type { BrokerContext } from "./context.ts";
 import { deadLetter, dlqName, exhausted } from "./dead_letter.ts";
 import { BrokerError } from "./errors.ts";
 import type { Group, TakeSpec } from "./group.ts";
-import { type Delivery, matchesFilter, type MessageJson, messageJson, State } from "./message.ts";
+import { type Delivery, matchesFilter, State, type StoredMessage } from "./message.ts";
 import { checkName } from "./names.ts";
 import { DEFAULT_GROUP, type Topic } from "./topic.ts";
 import { RecordType } from "./wal_record.ts";
@@ -27,6 +27,16 @@ export interface ConsumeOptions {
   visibilityMs?: number;
   /** Fires when the client goes away; a parked consume then leaves the queue. */
   signal?: AbortSignal;
+}
+
+/** A message handed to a consumer: what its wire shape is made from. */
+export interface Handed {
+  topic: string;
+  msg: StoredMessage;
+  retryCount: number;
+  reason: string | undefined;
+  /** The consuming group, or for the default group where a dead letter came from ("": none). */
+  group: string;
 }
 
 /** A filter predicate over payloads (CONTRACT "Filters"). */
@@ -70,7 +80,7 @@ export async function consume<T>(
   consumers: Consumers,
   name: string,
   opts: ConsumeOptions,
-  handOver: (messages: MessageJson[]) => T,
+  handOver: (messages: Handed[]) => T,
 ): Promise<T> {
   checkName(name, "topic");
   const groupName = opts.group ?? DEFAULT_GROUP;
@@ -105,11 +115,13 @@ export async function consume<T>(
   const leased = items.length > 0 && !spec.peek && !ephemeral;
   let answer: T;
   try {
-    answer = handOver(
-      items.map((d) =>
-        messageJson(name, d.msg, d.retryCount, groupName || (d.msg.origin ?? ""), d.reason)
-      ),
-    );
+    answer = handOver(items.map((d) => ({
+      topic: name,
+      msg: d.msg,
+      retryCount: d.retryCount,
+      reason: d.reason,
+      group: groupName || (d.msg.origin ?? ""),
+    })));
   } catch (e) {
     if (leased && ctx.findTopic(name) === topic) {
       g.unlease(items as Delivery[]);
@@ -124,13 +136,19 @@ export async function consume<T>(
 }
 
 /** Up to MAX_PEEK messages of the default group, in delivery order, without taking them. */
-export function peek(ctx: BrokerContext, name: string, limit = MAX_PEEK): MessageJson[] {
+export function peek(ctx: BrokerContext, name: string, limit = MAX_PEEK): Handed[] {
   checkName(name, "queue");
   const topic = ctx.findTopic(name);
   if (!topic) return [];
   const spec = { limit: Math.min(limit, MAX_PEEK), filter: undefined, peek: true, visibilityMs: 0 };
   return take(topic, topic.defaultGroup, spec, ctx.now())
-    .map((d) => messageJson(name, d.msg, d.retryCount, d.msg.origin ?? "", d.reason));
+    .map((d) => ({
+      topic: name,
+      msg: d.msg,
+      retryCount: d.retryCount,
+      reason: d.reason,
+      group: d.msg.origin ?? "",
+    }));
 }
 
 /** Acks ids for a group; returns which were held, once the ack is durable. */

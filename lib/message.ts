@@ -1,9 +1,9 @@
 /**
  * @module A message as the broker holds it (stored once per topic), a group's delivery of it,
- * and the JSON wire shape every interface uses (consume, peek, SSE, WebSocket, dashboard).
+ * and the payload filter of consumes and streams. Its JSON shape is routes/wire.ts's.
  */
 
-import { isUtf8 } from "node:buffer";
+import type { Priority } from "../protocol/wire.ts";
 import type { Group } from "./group.ts";
 import type { PublishRecord } from "./wal_record.ts";
 import { heldSize, MESSAGE_OVERHEAD_BYTES } from "./memory.ts";
@@ -16,8 +16,7 @@ export interface PayloadLocation {
 }
 
 /** Priorities in delivery order; a message stores the index. */
-export const PRIORITIES = ["high", "normal", "low"] as const;
-export type Priority = typeof PRIORITIES[number];
+export const PRIORITIES = ["high", "normal", "low"] as const satisfies readonly Priority[];
 export const NORMAL = 1;
 
 /** What a stored message is made from: a publish record's fields. */
@@ -211,79 +210,7 @@ export interface Delivery {
   reason: string | undefined;
 }
 
-/** The Message object of the contract. */
-export interface MessageJson {
-  id: string;
-  topic: string;
-  payload: string;
-  payload_text?: string;
-  timestamp: string;
-  retry_count: number;
-  headers: Record<string, string>;
-  priority: Priority;
-  expires_at?: string;
-  group?: string;
-  reason?: string;
-  redrive_count?: number;
-}
-
 const textDecoder = new TextDecoder("utf-8", { ignoreBOM: true });
-
-let cachedSecond = NaN;
-let cachedPrefix = "";
-
-/**
- * `new Date(ms).toISOString()`, about 10× cheaper: the `YYYY-MM-DDTHH:MM:SS` part is kept for
- * the last second seen, which most messages of one answer share.
- */
-export function isoTime(ms: number): string {
-  const second = Math.floor(ms / 1000);
-  if (second !== cachedSecond) {
-    const full = new Date(ms).toISOString();
-    if (full.length !== 24) return full; // years outside 0000-9999 have another shape
-    cachedSecond = second;
-    cachedPrefix = full.slice(0, 20);
-  }
-  const milli = ms - second * 1000;
-  return cachedPrefix + (milli < 10 ? "00" : milli < 100 ? "0" : "") + milli + "Z";
-}
-
-/** Shapes a delivery for the wire; `group` is "" for the default group. */
-export function messageJson(
-  topic: string,
-  msg: StoredMessage,
-  retryCount: number,
-  group: string,
-  reason?: string,
-): MessageJson {
-  const payload = msg.payload;
-  const json: MessageJson = {
-    id: msg.id,
-    topic,
-    payload: payload.toBase64(),
-    timestamp: isoTime(msg.timestamp),
-    retry_count: retryCount,
-    headers: headersObject(msg.headers),
-    priority: PRIORITIES[msg.priority]!,
-  };
-  if (isUtf8(payload)) json.payload_text = textDecoder.decode(payload);
-  if (msg.expiresAt) json.expires_at = isoTime(msg.expiresAt);
-  if (group) json.group = group;
-  if (reason) json.reason = reason;
-  if (msg.redriveCount) json.redrive_count = msg.redriveCount;
-  return json;
-}
-
-/** The stored header list as an object. */
-export function headersObject(headers: string[] | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  if (!headers) return out;
-  for (let i = 0; i < headers.length; i += 2) {
-    // content-type is kept for webhooks; only X-MQ-* headers are shown
-    if (headers[i]!.startsWith("x-mq-")) out[headers[i]!] = headers[i + 1]!;
-  }
-  return out;
-}
 
 /** Whether a payload passes a consume/stream filter (CONTRACT "Filters"). */
 export function matchesFilter(

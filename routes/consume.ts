@@ -7,11 +7,11 @@ import {
   MAX_VISIBILITY_MS,
 } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
-import { isoTime } from "../lib/message.ts";
 import { checkName } from "../lib/names.ts";
 import { readJson } from "./body.ts";
 import { durationIn, json, jsonText, optString } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
+import { isoTime, messageJson } from "./wire.ts";
 
 const MAX_BATCH_ACK = 10_000;
 
@@ -44,7 +44,7 @@ async function consume(req: Request, ctx: Ctx): Promise<Response> {
     if (!messages.length) {
       throw new BrokerError("queue_empty", `No message available in "${topic}"`);
     }
-    return JSON.stringify(limit === 1 ? messages[0] : messages);
+    return JSON.stringify(limit === 1 ? messageJson(messages[0]!) : messages.map(messageJson));
   });
   return jsonText(body);
 }

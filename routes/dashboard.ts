@@ -16,6 +16,7 @@ import {
 import { readJson } from "./body.ts";
 import { parsePriority, publishOrBroadcast } from "./publish.ts";
 import type { Ctx, Route } from "./router.ts";
+import { messageJson } from "./wire.ts";
 
 const encoder = new TextEncoder();
 
@@ -48,7 +49,7 @@ async function consume(req: Request, ctx: Ctx): Promise<Response> {
     autoAck,
   }, ([message]) => {
     if (!message) throw new BrokerError("queue_empty", `No message available in "${queue}"`);
-    return JSON.stringify(message);
+    return JSON.stringify(messageJson(message));
   });
   return jsonText(answer);
 }
@@ -56,7 +57,7 @@ async function consume(req: Request, ctx: Ctx): Promise<Response> {
 function peek(_req: Request, ctx: Ctx): Response {
   const limit = ctx.query.str("limit");
   const n = limit ? parseIntIn(limit, "limit", 1, MAX_PEEK) : MAX_PEEK;
-  return json(ctx.broker.peek(queueParam(ctx.query), n));
+  return json(ctx.broker.peek(queueParam(ctx.query), n).map(messageJson));
 }
 
 function webhooks(_req: Request, ctx: Ctx): Response {

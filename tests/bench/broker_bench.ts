@@ -35,14 +35,14 @@ Deno.bench("publish 1KiB wal (fsync never)", { group: "publish" }, async () => {
 Deno.bench("publish+consume+ack 1KiB memory", { group: "round trip" }, async () => {
   await memory.publish("rt", fresh());
   const [m] = await memory.consume("rt");
-  await memory.ack("rt", "", [m!.id]);
+  await memory.ack("rt", "", [m!.msg.id]);
 });
 
 Deno.bench("consume 100 + batch ack, memory", { group: "round trip" }, async (b) => {
   for (let i = 0; i < 100; i++) await memory.publish("batch", fresh());
   b.start();
   const ms = await memory.consume("batch", { limit: 100 });
-  await memory.ack("batch", "", ms.map((m) => m.id));
+  await memory.ack("batch", "", ms.map((m) => m.msg.id));
   b.end();
 });
 

@@ -1000,7 +1000,7 @@ async function writeSteadyWal(dir: string, pairs: number): Promise<void> {
     const n = Math.min(BATCH, pairs - done);
     await Promise.all(Array.from({ length: n }, () => broker.publish("replay", payload)));
     const taken = await broker.consume("replay", { limit: n });
-    await Promise.all(taken.map((m) => broker.ack("replay", "", [m.id])));
+    await Promise.all(taken.map((m) => broker.ack("replay", "", [m.msg.id])));
   }
   await broker.close();
 }

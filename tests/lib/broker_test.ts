@@ -1,3 +1,7 @@
+import type { Handed } from "../../lib/broker.ts";
+import { messageJson } from "../../routes/wire.ts";
+
+const wire = (ms: Handed[]) => ms.map(messageJson);
 import { assert, assertEquals, assertRejects } from "../_support/assert.ts";
 import { Broker } from "../../lib/broker.ts";
 import { type Config, defaultConfig } from "../../lib/config.ts";
@@ -24,21 +28,21 @@ async function open(overrides: Partial<Config> = {}, start = 1_000_000) {
   };
 }
 
-Deno.test("Broker.consume() honours delay, TTL and priority with a hand-driven clock", async () => {
+Deno.test("Broker.consume(, {}, wire) honours delay, TTL and priority with a hand-driven clock", async () => {
   const t = await open();
   await t.broker.publish("t", bytes("low"), { priority: 2 });
   await t.broker.publish("t", bytes("later"), { delayMs: 1_000 });
   await t.broker.publish("t", bytes("short"), { ttlMs: 500 });
   await t.broker.publish("t", bytes("high"), { priority: 0 });
   t.advance(500); // "short" expires
-  assertEquals((await t.broker.consume("t", { limit: 10, autoAck: true })).map(text), [
+  assertEquals((await t.broker.consume("t", { limit: 10, autoAck: true }, wire)).map(text), [
     "high",
     "low",
   ]);
   t.advance(499);
-  assertEquals(await t.broker.consume("t"), []);
+  assertEquals(await t.broker.consume("t", {}, wire), []);
   t.advance(1);
-  assertEquals((await t.broker.consume("t", { autoAck: true })).map(text), ["later"]);
+  assertEquals((await t.broker.consume("t", { autoAck: true }, wire)).map(text), ["later"]);
   assertEquals(t.broker.findTopic("t")!.counters.expired, 1);
   await t.broker.close();
   await Deno.remove(t.dir, { recursive: true });
@@ -48,15 +52,15 @@ Deno.test("Broker.sweep() ends leases: each counts as an attempt, the third dead
   const t = await open({ visibilityMs: 1_000 });
   const { id } = await t.broker.publish("jobs", bytes("x"));
   for (let attempt = 0; attempt < 3; attempt++) {
-    const [m] = await t.broker.consume("jobs");
+    const [m] = await t.broker.consume("jobs", {}, wire);
     assertEquals(m?.retry_count, attempt);
     t.advance(1_000);
   }
-  assertEquals(await t.broker.consume("jobs"), []);
-  const [dead] = await t.broker.consume("jobs.dlq", { peek: true });
+  assertEquals(await t.broker.consume("jobs", {}, wire), []);
+  const [dead] = await t.broker.consume("jobs.dlq", { peek: true }, wire);
   assertEquals([dead?.id, dead?.retry_count, dead?.reason], [id, 3, "visibility timeout"]);
   assertEquals(await t.broker.redrive("jobs"), { topic: "jobs", source: "jobs.dlq", moved: 1 });
-  const [back] = await t.broker.consume("jobs");
+  const [back] = await t.broker.consume("jobs", {}, wire);
   assertEquals([back?.id, back?.retry_count, back?.redrive_count], [id, 0, 1]);
   await t.broker.close();
   await Deno.remove(t.dir, { recursive: true });
@@ -70,24 +74,31 @@ Deno.test("Broker.open() rebuilds after a restart exactly what was live", async 
   await b.publish("orders", bytes("a"), { headers: ["x-mq-k", "v"], idempotencyKey: "key-a" });
   await b.publish("orders", bytes("b"), { priority: 0 });
   await b.publish("orders", bytes("c"), { delayMs: 60_000 });
-  const [first] = await b.consume("orders"); // "b" (high)
+  const [first] = await b.consume("orders", {}, wire); // "b" (high)
   await b.requeue("orders", "", first!.id, { reason: "later" });
-  const [billed] = await b.consume("orders", { group: "billing", autoAck: true });
-  const live = await b.consume("orders", { peek: true, limit: 10 });
-  const liveBilling = await b.consume("orders", { group: "billing", peek: true, limit: 10 });
+  const [billed] = await b.consume("orders", { group: "billing", autoAck: true }, wire);
+  const live = await b.consume("orders", { peek: true, limit: 10 }, wire);
+  const liveBilling = await b.consume("orders", { group: "billing", peek: true, limit: 10 }, wire);
   await b.close();
 
   const again = await open({ dataDir: t.dir }, t.now);
   const r = again.broker;
-  assertEquals(await r.consume("orders", { peek: true, limit: 10 }), live);
-  assertEquals(await r.consume("orders", { group: "billing", peek: true, limit: 10 }), liveBilling);
+  assertEquals(await r.consume("orders", { peek: true, limit: 10 }, wire), live);
+  assertEquals(
+    await r.consume("orders", { group: "billing", peek: true, limit: 10 }, wire),
+    liveBilling,
+  );
   assertEquals(billed?.payload_text, "b");
   const topic = r.findTopic("orders")!;
   assertEquals([topic.settings.policy, topic.settings.retainMs], ["drop-oldest", 3_600_000]);
   const dup = await r.publish("orders", bytes("a again"), { idempotencyKey: "key-a" });
   assertEquals(dup.deduplicated, true);
   again.advance(60_000);
-  assertEquals((await r.consume("orders", { limit: 10, peek: true })).map(text), ["b", "a", "c"]);
+  assertEquals((await r.consume("orders", { limit: 10, peek: true }, wire)).map(text), [
+    "b",
+    "a",
+    "c",
+  ]);
   await r.close();
   await Deno.remove(t.dir, { recursive: true });
 });
@@ -97,7 +108,7 @@ Deno.test("Broker compaction shrinks the WAL and a restart sees the same message
   const b = t.broker;
   for (let i = 0; i < 500; i++) await b.publish("c", bytes(`m${i}`.padEnd(200, ".")));
   for (let i = 0; i < 495; i++) {
-    const [m] = await b.consume("c");
+    const [m] = await b.consume("c", {}, wire);
     await b.ack("c", "", [m!.id]);
   }
   const before = (await Deno.stat(`${t.dir}/c.wal`)).size;
@@ -108,7 +119,7 @@ Deno.test("Broker compaction shrinks the WAL and a restart sees the same message
   const after = (await Deno.stat(`${t.dir}/c.wal`)).size;
   assert(after * 10 < before, `compacted ${before} → ${after}`);
   const again = await open({ dataDir: t.dir }, t.now);
-  const left = await again.broker.consume("c", { limit: 10, peek: true });
+  const left = await again.broker.consume("c", { limit: 10, peek: true }, wire);
   assertEquals(left.map((m) => m.payload_text!.replace(/\.+$/, "")), [
     "m495",
     "m496",
@@ -127,7 +138,10 @@ Deno.test("Broker.publish() applies the topic policy at the cap", async () => {
     await t.broker.publish("drop", bytes(s));
     await t.broker.publish("keep", bytes(s)).catch(() => {});
   }
-  assertEquals((await t.broker.consume("drop", { limit: 5, peek: true })).map(text), ["2", "3"]);
+  assertEquals((await t.broker.consume("drop", { limit: 5, peek: true }, wire)).map(text), [
+    "2",
+    "3",
+  ]);
   await assertRejects(() => t.broker.publish("keep", bytes("4")), "queue_full");
   await t.broker.close();
   await Deno.remove(t.dir, { recursive: true });
@@ -136,9 +150,9 @@ Deno.test("Broker.publish() applies the topic policy at the cap", async () => {
 Deno.test("Topic sequence numbers keep rising across compaction and restart", async () => {
   const t = await open({ compactMinBytes: 0, compactRatio: 2 });
   for (let i = 0; i < 50; i++) await t.broker.publish("s", bytes(`m${i}`));
-  const [first] = await t.broker.consume("s");
+  const [first] = await t.broker.consume("s", {}, wire);
   for (let i = 0; i < 49; i++) {
-    const [m] = await t.broker.consume("s");
+    const [m] = await t.broker.consume("s", {}, wire);
     await t.broker.ack("s", "", [m!.id]);
   }
   const before = t.broker.findTopic("s")!.seq;
@@ -147,7 +161,7 @@ Deno.test("Topic sequence numbers keep rising across compaction and restart", as
   await t.broker.close();
   const again = await open({ dataDir: t.dir }, t.now);
   assert(again.broker.findTopic("s")!.seq >= before, "seq went backwards after replay");
-  assertEquals((await again.broker.consume("s"))[0]?.id, first!.id);
+  assertEquals((await again.broker.consume("s", {}, wire))[0]?.id, first!.id);
   await again.broker.close();
   await Deno.remove(t.dir, { recursive: true });
 });
@@ -156,7 +170,7 @@ Deno.test("Compaction encoding in chunks while acks, requeues and publishes run 
   const t = await open({ compactMinBytes: 2 ** 40 }); // compaction only when the test asks
   const b = t.broker;
   for (let i = 0; i < 300; i++) await b.publish("z", bytes(`m${i}`.padEnd(300, ".")));
-  const taken = await b.consume("z", { limit: 100 });
+  const taken = await b.consume("z", { limit: 100 }, wire);
   const topic = b.findTopic("z")!;
   const work: Promise<unknown>[] = [];
   let step = 0;
@@ -192,10 +206,10 @@ Deno.test("Compaction encoding in chunks while acks, requeues and publishes run 
   act(); // whatever is left, after the swap
   while (step < taken.length) act();
   await Promise.all(work);
-  const live = await b.consume("z", { peek: true, limit: 1000 });
+  const live = await b.consume("z", { peek: true, limit: 1000 }, wire);
   await b.close();
   const again = await open({ dataDir: t.dir }, t.now);
-  const replayed = await again.broker.consume("z", { peek: true, limit: 1000 });
+  const replayed = await again.broker.consume("z", { peek: true, limit: 1000 }, wire);
   const key = (m: { id: string; retry_count: number; reason?: string }) =>
     `${m.id}/${m.retry_count}/${m.reason ?? ""}`;
   // Leases are not durable: what was still in flight is ready again after the restart.
@@ -206,7 +220,7 @@ Deno.test("Compaction encoding in chunks while acks, requeues and publishes run 
   await Deno.remove(t.dir, { recursive: true });
 });
 
-Deno.test("Broker.consume() acks nothing and puts messages back when handOver throws", async () => {
+Deno.test("Broker.consume(, {}, wire) acks nothing and puts messages back when handOver throws", async () => {
   const t = await open({ dataDir: ":memory:" });
   const b = t.broker;
   for (const s of ["a", "b", "c"]) await b.publish("h", bytes(s), { priority: s === "c" ? 0 : 1 });
@@ -219,7 +233,7 @@ Deno.test("Broker.consume() acks nothing and puts messages back when handOver th
   assertEquals([g.readyCount, g.inFlightCount], [3, 0]);
   assertEquals(b.findTopic("h")!.counters.delivered, 0);
   // Same order and attempts as before the failed hand-over: c (high) then a, b.
-  const again = await b.consume("h", { limit: 3, autoAck: true });
+  const again = await b.consume("h", { limit: 3, autoAck: true }, wire);
   assertEquals(again.map(text), ["c", "a", "b"]);
   assertEquals(again.map((m) => m.retry_count), [0, 0, 0]);
   assertEquals(g.held, 0);
@@ -234,7 +248,7 @@ Deno.test("Broker keeps a topic's max_bytes across a restart and a compaction", 
   const again = await open({ dataDir: t.dir, compactMinBytes: 0, compactRatio: 2 }, t.now);
   assertEquals(again.broker.findTopic("mb")!.settings.maxBytes, 4096);
   await assertRejects(() => again.broker.publish("mb", bytes("y".repeat(3000))), "queue_full");
-  const [m] = await again.broker.consume("mb", { autoAck: true });
+  const [m] = await again.broker.consume("mb", { autoAck: true }, wire);
   assertEquals(m!.payload_text!.length, 3000);
   again.advance(10); // compacts: the file is all garbage now
   await again.broker.close();
@@ -253,7 +267,7 @@ Deno.test("Broker reads payloads kept on disk right, across compactions racing p
     sent.set((await b.publish("d", bytes(text))).id, text);
   };
   const check = async (what: string) => {
-    const held = await b.consume("d", { peek: true, limit: 1000 });
+    const held = await b.consume("d", { peek: true, limit: 1000 }, wire);
     assertEquals(held.length, sent.size, `${what}: count`);
     for (const m of held) assertEquals(m.payload_text, sent.get(m.id), `${what}: ${m.id}`);
   };
@@ -279,7 +293,7 @@ Deno.test("Broker reads payloads kept on disk right, across compactions racing p
   }
   await b.close();
   const again = await open({ dataDir: t.dir, diskPayloadMinBytes: 1024 }, t.now);
-  const held = await again.broker.consume("d", { peek: true, limit: 1000 });
+  const held = await again.broker.consume("d", { peek: true, limit: 1000 }, wire);
   assertEquals(held.length, sent.size);
   for (const m of held) assertEquals(m.payload_text, sent.get(m.id));
   await again.broker.close();

@@ -1,5 +1,5 @@
 import { assertEquals } from "../_support/assert.ts";
-import { isoTime } from "../../lib/message.ts";
+import { isoTime } from "../../routes/wire.ts";
 
 Deno.test("isoTime() equals Date.prototype.toISOString for any millisecond", () => {
   const samples = [0, 1, 9, 10, 99, 100, 999, 1000, 1_700_000_000_000, 1_700_000_000_007];
