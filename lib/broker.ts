@@ -10,6 +10,7 @@ import { type Config, DLQ_SUFFIX, VERSION } from "./config.ts";
 import { Consumers } from "./consumers.ts";
 import type { BrokerContext, EffectiveSettings } from "./context.ts";
 import * as deliveries from "./deliveries.ts";
+import * as groups from "./groups.ts";
 import { redrive } from "./dead_letter.ts";
 import { BrokerError } from "./errors.ts";
 import type { Group } from "./group.ts";
@@ -22,20 +23,12 @@ import { recover, type RecoveryReport } from "./recovery.ts";
 import { Scheduler, TICK_MS } from "./scheduler.ts";
 import { Stats } from "./stats.ts";
 import { Subscribers } from "./subscribers.ts";
-import { DEFAULT_GROUP, Topic, type TopicSettings } from "./topic.ts";
-import { FileWal, MemoryWal, type OpenWal, type Wal, type WalInit } from "./wal.ts";
-import { type Policy, RecordType } from "./wal_record.ts";
+import { Topic, type TopicOptions, topicSettings } from "./topic.ts";
+import { defaultOpenWal, type OpenWal, type Wal, type WalInit } from "./wal.ts";
+import { RecordType } from "./wal_record.ts";
 
-export type { ConsumeOptions, Handed } from "./deliveries.ts";
+export type { ConsumeOptions, Handed, Requeued } from "./deliveries.ts";
 export type { Published, PublishOptions } from "./publish.ts";
-
-export interface TopicOptions {
-  policy?: Policy;
-  retainMs?: number;
-  visibilityMs?: number;
-  maxMessages?: number;
-  maxBytes?: number;
-}
 
 /** Options of Broker.open. */
 export interface OpenOptions {
@@ -76,7 +69,7 @@ export class Broker implements BrokerContext {
     this.log = opts.log ?? silentLogger;
     this.startedAt = this.now();
     this.memory = new MemoryBudget(config.maxMemoryBytes);
-    this.#openWalWith = opts.openWal ?? defaultWal(config, this.log, opts.onFsync);
+    this.#openWalWith = opts.openWal ?? defaultOpenWal(config, this.log, opts.onFsync);
     this.feed = new Subscribers(config.streamBuffer, (n) => this.#topics.get(n), this.log);
     this.consumers = new Consumers(deliveries.take);
     this.stats = new Stats(() => this.#topics.values(), (n) => this.#topics.get(n));
@@ -133,11 +126,6 @@ export class Broker implements BrokerContext {
     return [...this.#topics.values()].sort((a, b) => a.name < b.name ? -1 : 1);
   }
 
-  /** How many topics there are. */
-  get topicCount(): number {
-    return this.#topics.size;
-  }
-
   /**
    * Every topic counts toward BROKER_MAX_TOPICS except the dead-letter queue of a topic that
    * exists: dead-lettering must always be able to create it, and it never outnumbers its topics.
@@ -159,14 +147,7 @@ export class Broker implements BrokerContext {
       }
     }
     const now = this.now();
-    const settings: TopicSettings = {
-      policy: opts.policy ?? "reject",
-      retainMs: opts.retainMs ?? 0,
-      visibilityMs: opts.visibilityMs ?? 0,
-      maxMessages: opts.maxMessages ?? 0,
-      maxBytes: opts.maxBytes ?? 0,
-      createdAt: now,
-    };
+    const settings = topicSettings(opts, now);
     const wal = this.#openWal(name, { size: 0, after: this.#deleting.get(name) });
     const topic = new Topic(name, settings, wal, this.memory, this.#diskPayloadMin);
     this.#topics.set(name, topic);
@@ -207,42 +188,18 @@ export class Broker implements BrokerContext {
   }
 
   getGroup(topic: Topic, name: string): Group {
-    let g = topic.groups.get(name);
-    if (!g) {
-      const now = this.now();
-      topic.commit({ type: RecordType.Group, seq: topic.nextSeq(), name, createdAt: now }, now)
-        .catch(() => {});
-      g = topic.groups.get(name)!;
-    }
-    return g;
+    return groups.getGroup(this, topic, name);
   }
 
   /** Creates a named group that receives messages published from now on; 409 if it exists. */
-  async createGroup(name: string, group: string): Promise<Group> {
+  createGroup(name: string, group: string): Promise<Group> {
     this.#gate();
-    checkName(name, "topic");
-    checkName(group, "group");
-    const topic = this.getTopic(name);
-    if (topic.groups.has(group)) {
-      throw new BrokerError(
-        "already_exists",
-        `Cannot create group "${group}" on "${name}": it already exists`,
-      );
-    }
-    const g = this.getGroup(topic, group);
-    await topic.wal.barrier();
-    return g;
+    return groups.createGroup(this, name, group);
   }
 
-  /** Named groups of a topic. */
   listGroups(name: string): Group[] {
     this.#gate();
-    checkName(name, "topic");
-    const topic = this.#topics.get(name);
-    if (!topic) {
-      throw new BrokerError("not_found", `Cannot list groups of "${name}": no such topic`);
-    }
-    return [...topic.groups.values()].filter((g) => g.name !== DEFAULT_GROUP);
+    return groups.listGroups(this, name);
   }
 
   /** Empties a topic (groups and settings stay) and shrinks its WAL file; returns how many went. */
@@ -321,8 +278,7 @@ export class Broker implements BrokerContext {
     return deliveries.requeue(this, name, group, id, opts);
   }
 
-  /** Extends a lease by `byMs` from now; returns its new end (ms). */
-  touch(name: string, group: string, id: string, byMs: number): number {
+  touch(name: string, group: string, id: string, byMs?: number): number {
     this.#gate();
     return deliveries.touch(this, name, group, id, byMs);
   }
@@ -370,22 +326,4 @@ export class Broker implements BrokerContext {
     await Promise.allSettled([...this.#deleting.values()]);
     await Promise.allSettled([...this.#topics.values()].map((t) => t.wal.close()));
   }
-}
-
-/** The WAL of each topic: a file in the data dir, or nothing with `:memory:`. */
-function defaultWal(
-  config: Config,
-  log: Logger,
-  onFsync: ((seconds: number) => void) | undefined,
-): OpenWal {
-  if (config.dataDir === ":memory:") return (_name, init): Wal => new MemoryWal(init.onDurable);
-  return (name: string, init: WalInit): Wal =>
-    new FileWal(`${config.dataDir}/${name}.wal`, config.dataDir, init.size, {
-      fsync: config.fsync,
-      log,
-      onFsync,
-      after: init.after,
-      replayed: init.replayed,
-      onDurable: init.onDurable,
-    });
 }

@@ -206,6 +206,14 @@ function inFlight(ctx: BrokerContext, name: string, group: string, id: string, a
   return { topic, g, d };
 }
 
+/** Where a requeued message went: back to its topic, or to the dead-letter queue. */
+export interface Requeued {
+  retryCount: number;
+  deadLettered: boolean;
+  /** The topic that holds it now. */
+  topic: string;
+}
+
 /** Puts an in-flight message back (or into the DLQ after MAX_ATTEMPTS). */
 export async function requeue(
   ctx: BrokerContext,
@@ -213,7 +221,7 @@ export async function requeue(
   group: string,
   id: string,
   opts: { delayMs?: number; reason?: string } = {},
-): Promise<{ id: string; topic: string; retry_count: number; status: string; queue: string }> {
+): Promise<Requeued> {
   const { topic, g, d } = inFlight(ctx, name, group, id, "requeue");
   const now = ctx.now();
   const retry = d.retryCount + 1;
@@ -221,7 +229,7 @@ export async function requeue(
   if (exhausted(topic, retry)) {
     const dlq = ctx.getTopic(dlqName(name));
     await deadLetter(ctx, topic, g, d, dlq, retry, opts.reason, now);
-    return { id, topic: name, retry_count: retry, status: "dead_lettered", queue: dlq.name };
+    return { retryCount: retry, deadLettered: true, topic: dlq.name };
   }
   const dueAt = opts.delayMs ? now + opts.delayMs : 0;
   const durable = topic.commit({
@@ -235,19 +243,22 @@ export async function requeue(
   }, now);
   if (!dueAt) ctx.deliver(topic, g, now);
   await durable;
-  return { id, topic: name, retry_count: retry, status: "requeued", queue: name };
+  return { retryCount: retry, deadLettered: false, topic: name };
 }
 
-/** Extends the lease of an in-flight message by `byMs` from now; returns the new lease end. */
+/**
+ * Extends the lease of an in-flight message by `byMs` from now (default: the topic's
+ * visibility); returns the new lease end.
+ */
 export function touch(
   ctx: BrokerContext,
   name: string,
   group: string,
   id: string,
-  byMs: number,
+  byMs?: number,
 ): number {
-  const { g, d } = inFlight(ctx, name, group, id, "touch");
-  const until = ctx.now() + byMs;
+  const { topic, g, d } = inFlight(ctx, name, group, id, "touch");
+  const until = ctx.now() + (byMs ?? ctx.effective(topic).visibilityMs);
   g.touch(d, until);
   return until;
 }

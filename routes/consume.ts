@@ -11,7 +11,8 @@ import { checkName } from "../lib/names.ts";
 import { readJson } from "./body.ts";
 import { durationIn, json, jsonText, optString } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
-import { isoTime, messageJson } from "./wire.ts";
+import { isoTime, messageJson, requeuedJson } from "./wire.ts";
+import type { BatchAckAnswer, TouchAnswer } from "../protocol/wire.ts";
 
 const MAX_BATCH_ACK = 10_000;
 
@@ -75,7 +76,7 @@ async function ackBatch(req: Request, ctx: Ctx): Promise<Response> {
     );
   }
   const { acked, notFound } = await ctx.broker.ack(topic, group(ctx, body), ids as string[]);
-  return json({ acked: acked.length, not_found: notFound });
+  return json({ acked: acked.length, not_found: notFound } satisfies BatchAckAnswer);
 }
 
 async function requeue(req: Request, ctx: Ctx): Promise<Response> {
@@ -87,21 +88,19 @@ async function requeue(req: Request, ctx: Ctx): Promise<Response> {
   checkName(topic, "topic");
   const delay = ctx.query.str("delay") ?? optString(body, "delay");
   const reason = ctx.query.str("reason") ?? optString(body, "reason");
-  const result = await ctx.broker.requeue(topic, group(ctx, body), id, {
+  const r = await ctx.broker.requeue(topic, group(ctx, body), id, {
     delayMs: delay ? durationIn(delay, "delay", MAX_TIME_MS) : undefined,
     reason: reason ? reason.slice(0, 1024) : undefined,
   });
-  return json(result);
+  return json(requeuedJson(id, topic, r));
 }
 
 function touch(_req: Request, ctx: Ctx): Response {
   const topic = checkName(ctx.params.topic ?? "", "topic");
-  const found = ctx.broker.findTopic(topic);
-  const by = ctx.query.duration("by", MAX_VISIBILITY_MS, 1) ??
-    (found ? ctx.broker.effective(found).visibilityMs : ctx.broker.config.visibilityMs);
+  const by = ctx.query.duration("by", MAX_VISIBILITY_MS, 1);
   const id = ctx.params.id ?? "";
   const until = ctx.broker.touch(topic, group(ctx), id, by);
-  return json({ id, topic, visible_at: isoTime(until) });
+  return json({ id, topic, visible_at: isoTime(until) } satisfies TouchAnswer);
 }
 
 export const consumeRoutes: Route[] = [

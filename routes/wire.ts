@@ -4,7 +4,7 @@
  */
 
 import { isUtf8 } from "node:buffer";
-import type { Broker, Handed, Published } from "../lib/broker.ts";
+import type { Broker, Handed, Published, Requeued } from "../lib/broker.ts";
 import type { Group } from "../lib/group.ts";
 import { PRIORITIES } from "../lib/message.ts";
 import type { GroupFigures, TopicFigures } from "../lib/stats.ts";
@@ -16,6 +16,7 @@ import type {
   MessageJson,
   PublishAnswer,
   QueueItem,
+  RequeueAnswer,
   StatsJson,
   TopicJson,
 } from "../protocol/wire.ts";
@@ -85,6 +86,17 @@ export function publishedJson(p: Published): PublishAnswer {
   if (p.visibleAt) out.visible_at = isoTime(p.visibleAt);
   if (p.expiresAt) out.expires_at = isoTime(p.expiresAt);
   return out;
+}
+
+/** The answer to POST /requeue. */
+export function requeuedJson(id: string, topic: string, r: Requeued): RequeueAnswer {
+  return {
+    id,
+    topic,
+    retry_count: r.retryCount,
+    status: r.deadLettered ? "dead_lettered" : "requeued",
+    queue: r.topic,
+  };
 }
 
 /** The topic resource of CONTRACT "Success answers". */
