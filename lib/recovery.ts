@@ -11,7 +11,7 @@ import { internHeaders, type PayloadLocation } from "./message.ts";
 import { checkName } from "./names.ts";
 import { PayloadFile } from "./payload_file.ts";
 import { copyPayload } from "./slab.ts";
-import { Topic } from "./topic.ts";
+import { Topic, topicSettings } from "./topic.ts";
 import { MemoryWal, type Wal } from "./wal.ts";
 import { RecordType, type WalRecord } from "./wal_record.ts";
 import { replayFile } from "./wal_replay.ts";
@@ -90,20 +90,9 @@ export async function recover(
   const topics: Topic[] = [];
   let records = 0, messages = 0;
   for (const name of names) {
-    const topic = new Topic(
-      name,
-      {
-        policy: "reject",
-        retainMs: 0,
-        visibilityMs: 0,
-        maxMessages: 0,
-        maxBytes: 0,
-        createdAt: o.now,
-      },
-      new MemoryWal(),
-      o.memory,
-      o.diskPayloadMin,
-    );
+    // The META record sets the real settings; the WAL is opened once replay knows the size.
+    const settings = topicSettings({}, o.now);
+    const topic = new Topic(name, settings, new MemoryWal(), o.memory, o.diskPayloadMin);
     const path = `${o.dataDir}/${name}.wal`;
     // Large payloads stay in the file; this reader keeps reading them, even if replay cuts
     // damage out of the file (it reads the file as replay saw it) until a compaction moves them.

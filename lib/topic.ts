@@ -31,6 +31,27 @@ export interface TopicSettings {
   maxBytes: number;
 }
 
+/** What a topic may be created with; unset means "the broker default". */
+export interface TopicOptions {
+  policy?: Policy;
+  retainMs?: number;
+  visibilityMs?: number;
+  maxMessages?: number;
+  maxBytes?: number;
+}
+
+/** The settings a topic created at `now` with `opts` keeps in its META record. */
+export function topicSettings(opts: TopicOptions, now: number): TopicSettings {
+  return {
+    policy: opts.policy ?? "reject",
+    retainMs: opts.retainMs ?? 0,
+    visibilityMs: opts.visibilityMs ?? 0,
+    maxMessages: opts.maxMessages ?? 0,
+    maxBytes: opts.maxBytes ?? 0,
+    createdAt: now,
+  };
+}
+
 /** Counters since start-up, for /api/stats and /metrics. */
 export interface TopicCounters {
   published: number;

@@ -8,7 +8,7 @@
  * every later append too, on purpose: the broker then reports itself unhealthy.
  */
 
-import { FSYNC_INTERVAL_MS, type FsyncMode } from "./config.ts";
+import { type Config, FSYNC_INTERVAL_MS, type FsyncMode } from "./config.ts";
 import type { Logger } from "./log.ts";
 import type { PayloadLocation } from "./message.ts";
 import { PayloadFile } from "./payload_file.ts";
@@ -105,6 +105,24 @@ export interface WalInit {
 
 /** Opens a topic's WAL: the broker's one choice of storage, which tests and the cluster can make. */
 export type OpenWal = (topic: string, init: WalInit) => Wal;
+
+/** The broker's default WAL for each topic: a file in the data dir, or nothing with `:memory:`. */
+export function defaultOpenWal(
+  config: Pick<Config, "dataDir" | "fsync">,
+  log: Logger,
+  onFsync?: (seconds: number) => void,
+): OpenWal {
+  if (config.dataDir === ":memory:") return (_name, init) => new MemoryWal(init.onDurable);
+  return (name, init) =>
+    new FileWal(`${config.dataDir}/${name}.wal`, config.dataDir, init.size, {
+      fsync: config.fsync,
+      log,
+      onFsync,
+      after: init.after,
+      replayed: init.replayed,
+      onDurable: init.onDurable,
+    });
+}
 
 /** The durable log of one topic. `:memory:` brokers use MemoryWal instead. */
 export interface Wal {
