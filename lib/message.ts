@@ -4,7 +4,6 @@
  */
 
 import type { Priority } from "../protocol/wire.ts";
-import type { Group } from "./group.ts";
 import type { PublishRecord } from "./wal_record.ts";
 import { heldSize, MESSAGE_OVERHEAD_BYTES } from "./memory.ts";
 import type { PayloadFile } from "./payload_file.ts";
@@ -118,7 +117,7 @@ export class StoredMessage {
   }
 
   /** This message's delivery in `group`, if that group holds it. */
-  deliveryOf(group: Group): Delivery | undefined {
+  deliveryOf(group: DeliveryGroup): Delivery | undefined {
     if (this.first?.group === group) return this.first;
     if (this.rest) { for (const d of this.rest) if (d.group === group) return d; }
     return undefined;
@@ -197,10 +196,20 @@ export const enum State {
   Done = 3,
 }
 
+/**
+ * A delivery's group as a message sees it: lib/group.ts's Group, named by this shape so that
+ * group.ts (which needs State) and this module do not import each other.
+ */
+export interface DeliveryGroup {
+  readonly name: string;
+  /** Ends a delivery whatever its state. */
+  remove(d: Delivery): void;
+}
+
 /** One group's copy of a message: its own state, attempts and lease. */
 export interface Delivery {
   readonly msg: StoredMessage;
-  readonly group: Group;
+  readonly group: DeliveryGroup;
   state: State;
   retryCount: number;
   /** When a delayed delivery becomes ready, or when an in-flight lease ends. */
