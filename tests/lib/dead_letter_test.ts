@@ -1,0 +1,248 @@
+import { assert, assertEquals, assertRejects } from "../_support/assert.ts";
+import { Broker } from "../../lib/broker.ts";
+import { defaultConfig, MAX_ATTEMPTS } from "../../lib/config.ts";
+import { deadLetter, dlqName, exhausted, redrive } from "../../lib/dead_letter.ts";
+import { take } from "../../lib/deliveries.ts";
+import { silentLogger } from "../../lib/log.ts";
+import { heldSize } from "../../lib/memory.ts";
+import { FileWal, type Wal, type WalInit } from "../../lib/wal.ts";
+import { RecordType, type WalRecord } from "../../lib/wal_record.ts";
+import { replayFile } from "../../lib/wal_replay.ts";
+import { bytes, openBroker, T0, text } from "./_clock.ts";
+
+type B = Awaited<ReturnType<typeof openBroker>>["broker"];
+
+const spec1 = { limit: 1, filter: undefined, peek: false, visibilityMs: 1_000 };
+
+/** Leases every ready message of `group` on `name` and moves each to the DLQ. */
+async function deadLetterAll(b: B, name: string, group = "", reason = "poison") {
+  const topic = b.findTopic(name)!;
+  const g = topic.groups.get(group)!;
+  const spec = { limit: 1000, filter: undefined, peek: false, visibilityMs: 1_000 };
+  const taken = take(topic, g, spec, b.now());
+  const dlq = b.getTopic(dlqName(name));
+  await Promise.all(
+    taken.map((d) => deadLetter(b, topic, g, d, dlq, MAX_ATTEMPTS, reason, b.now())),
+  );
+}
+
+Deno.test("dlqName() and exhausted(): the third attempt dead-letters, never from a DLQ", async () => {
+  const t = await openBroker();
+  const jobs = t.broker.getTopic("jobs");
+  const dlq = t.broker.getTopic(dlqName("jobs"));
+  assertEquals(dlq.name, "jobs.dlq");
+  assertEquals([exhausted(jobs, MAX_ATTEMPTS - 1), exhausted(jobs, MAX_ATTEMPTS)], [false, true]);
+  assertEquals(exhausted(dlq, MAX_ATTEMPTS + 10), false);
+  await t.close();
+});
+
+Deno.test("deadLetter() moves a delivery keeping id, payload, headers, priority and origin", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  await b.createGroup("orders", "billing");
+  const { id } = await b.publish("orders", bytes("x"), {
+    headers: ["x-mq-k", "v"],
+    priority: 0,
+    ttlMs: 60_000,
+  });
+  await deadLetterAll(b, "orders", "billing", "bad card");
+  const orders = b.findTopic("orders")!;
+  assertEquals(orders.counters.deadLettered, 1);
+  assertEquals(orders.groups.get("billing")!.held, 0);
+  assertEquals(orders.defaultGroup.readyCount, 1, "the default group keeps its copy");
+  const [dead] = await b.consume("orders.dlq", { peek: true });
+  assertEquals(dead?.id, id);
+  assertEquals(dead?.payload_text, "x");
+  assertEquals(dead?.headers, { "x-mq-k": "v" });
+  assertEquals([dead?.priority, dead?.retry_count, dead?.reason], [
+    "high",
+    MAX_ATTEMPTS,
+    "bad card",
+  ]);
+  assertEquals(b.findTopic("orders.dlq")!.messages.get(id)!.origin, "billing");
+  assertEquals(dead?.expires_at, undefined, "a dead letter waits for inspection: no TTL");
+  // From the default group a dead letter has no origin.
+  await deadLetterAll(b, "orders");
+  assertEquals(b.findTopic("orders.dlq")!.messages.get(id)!.origin, "billing", "one message");
+  assertEquals(orders.messages.size, 0);
+  await t.close();
+});
+
+Deno.test("deadLetter() hands the moved message to a consumer waiting on the DLQ", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  await b.publish("jobs", bytes("x"));
+  const waiting = b.consume("jobs.dlq", { timeoutMs: 10_000 });
+  await deadLetterAll(b, "jobs");
+  const [m] = await waiting;
+  assertEquals([m?.payload_text, m?.retry_count], ["x", MAX_ATTEMPTS]);
+  await t.close();
+});
+
+/** A real FileWal whose appends, while `held`, are reported durable only once released. */
+class SlowFsync implements Wal {
+  held = false;
+  #release = Promise.withResolvers<void>();
+  constructor(readonly inner: FileWal) {}
+  release(): void {
+    this.held = false;
+    this.#release.resolve();
+  }
+  get bytes() {
+    return this.inner.bytes;
+  }
+  get failed() {
+    return this.inner.failed;
+  }
+  get lastSize() {
+    return this.inner.lastSize;
+  }
+  get generation() {
+    return this.inner.generation;
+  }
+  append(record: WalRecord, after?: Promise<unknown>): Promise<void> {
+    const written = this.inner.append(record, after);
+    if (!this.held) return written;
+    const released = this.#release.promise;
+    return written.then(() => released);
+  }
+  barrier = () => this.inner.barrier();
+  compact = (s: () => Iterable<Uint8Array[]>) => this.inner.compact(s);
+  close = () => this.inner.close();
+  remove = () => this.inner.remove();
+  locate = (g: number, o: number) => this.inner.locate(g, o);
+  rebase: Wal["rebase"] = (at) => this.inner.rebase(at);
+  releaseRetired = () => this.inner.releaseRetired();
+}
+
+/** The record types (and ids) a WAL file holds, in order. */
+async function records(path: string): Promise<string[]> {
+  const out: string[] = [];
+  await replayFile(path, (r) => {
+    if (r.type === RecordType.Publish) out.push(`publish ${text(r.payload)}`);
+    else if (r.type === RecordType.Ack) out.push(`ack ${r.ids.length}`);
+    else if (r.type === RecordType.Meta) out.push("meta");
+  }, silentLogger);
+  return out;
+}
+
+Deno.test("deadLetter() writes the DLQ copy durably before the source's removal reaches disk", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "ferry-twin-" });
+  const config = defaultConfig({ dataDir: dir });
+  const wals = new Map<string, SlowFsync>();
+  const openWal = (name: string, init: WalInit): Wal => {
+    const inner = new FileWal(`${dir}/${name}.wal`, dir, init.size, {
+      fsync: "always",
+      log: silentLogger,
+      after: init.after,
+      replayed: init.replayed,
+    });
+    const wal = new SlowFsync(inner);
+    wals.set(name, wal);
+    return wal;
+  };
+  const now = T0;
+  const b = await Broker.open(config, { clock: () => now, tick: false, openWal });
+  const { id } = await b.publish("jobs", bytes("x"), { headers: ["x-mq-k", "v"] });
+  const jobs = b.findTopic("jobs")!;
+  const dlq = b.getTopic("jobs.dlq");
+  wals.get("jobs.dlq")!.held = true; // the DLQ's fsync is slow
+  const [d] = take(jobs, jobs.defaultGroup, spec1, now);
+  const done = deadLetter(b, jobs, jobs.defaultGroup, d!, dlq, MAX_ATTEMPTS, "poison", now);
+  await wals.get("jobs.dlq")!.inner.barrier(); // the copy is written, not yet reported durable
+  assertEquals(await records(`${dir}/jobs.dlq.wal`), ["meta", "publish x"]);
+  assertEquals(await records(`${dir}/jobs.wal`), ["meta", "publish x"], "no removal yet");
+  wals.get("jobs.dlq")!.release();
+  await done;
+  assertEquals(await records(`${dir}/jobs.wal`), ["meta", "publish x", "ack 1"]);
+  await b.close();
+
+  const again = await Broker.open(config, { clock: () => now, tick: false });
+  assertEquals(again.findTopic("jobs")!.messages.size, 0);
+  const [dead] = await again.consume("jobs.dlq", { peek: true });
+  assertEquals([dead?.id, dead?.payload_text, dead?.headers, dead?.reason], [
+    id,
+    "x",
+    { "x-mq-k": "v" },
+    "poison",
+  ]);
+  await again.close();
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("redrive() moves the DLQ back with retry_count 0 and redrive_count + 1, to its origin group", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  await b.createGroup("orders", "billing");
+  await b.publish("orders", bytes("billed"));
+  await deadLetterAll(b, "orders", "billing");
+  await b.consume("orders", { autoAck: true }); // the default group is done with "billed"
+  await b.publish("orders", bytes("both"), { priority: 2 });
+  await deadLetterAll(b, "orders");
+  await deadLetterAll(b, "orders", "billing");
+  assertEquals(b.findTopic("orders")!.messages.size, 0);
+  assertEquals(await redrive(b, "orders"), { topic: "orders", source: "orders.dlq", moved: 2 });
+  assertEquals(b.findTopic("orders.dlq")!.messages.size, 0);
+  const billing = await b.consume("orders", { group: "billing", limit: 10, autoAck: true });
+  assertEquals(billing.map((m) => [m.payload_text, m.retry_count, m.redrive_count, m.priority]), [
+    ["billed", 0, 1, "normal"],
+    ["both", 0, 1, "low"],
+  ]);
+  // "both" was dead-lettered by the default group first (no origin): it returns to every group.
+  assertEquals((await b.consume("orders", { limit: 10 })).map((m) => m.payload_text), ["both"]);
+  await t.close();
+});
+
+Deno.test("redrive() moves only as many as the target has room for: max_messages, max_bytes", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  await b.createTopic("few", { maxMessages: 2 });
+  await b.createTopic("small", { maxBytes: 2 * heldSize(4) });
+  for (const name of ["few", "small"]) {
+    for (const p of ["m1..", "m2..", "m3.."]) {
+      await b.publish(name, bytes(p));
+      await deadLetterAll(b, name);
+    }
+    await b.publish(name, bytes("held"));
+    assertEquals((await redrive(b, name)).moved, 1, name);
+    assertEquals(b.findTopic(`${name}.dlq`)!.messages.size, 2, name);
+    const back = await b.consume(name, { limit: 10, peek: true });
+    assertEquals(back.map((m) => m.payload_text), ["held", "m1.."], `${name}: oldest first`);
+  }
+  await t.close();
+});
+
+Deno.test("redrive() takes the topic or its DLQ, refuses an unknown one, moves nothing from none", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  await assertRejects(() => redrive(b, "ghost"), "not_found");
+  await b.publish("jobs", bytes("x"));
+  assertEquals(await redrive(b, "jobs"), { topic: "jobs", source: "jobs.dlq", moved: 0 });
+  assertEquals(b.findTopic("jobs.dlq"), undefined, "no DLQ is created to redrive from");
+  await deadLetterAll(b, "jobs");
+  assertEquals(await redrive(b, "jobs.dlq"), { topic: "jobs", source: "jobs.dlq", moved: 1 });
+  assert(b.findTopic("jobs")!.messages.size === 1);
+  await t.close();
+});
+
+Deno.test({
+  // BUG: a DLQ message keeps the origin of the first group that dead-lettered it. When a second
+  // group dead-letters the same message, move() merges into it and the origin stays the first
+  // group's, so redrive() returns the message to that group only: the other group never gets
+  // it back (lost for that group). Dead-lettered from the default group first, the origin is
+  // undefined and redrive goes to every group, so the bug depends on the order.
+  name: "redrive() returns a message dead-lettered by two groups to both of them",
+  ignore: true,
+  fn: async () => {
+    const t = await openBroker();
+    const b = t.broker;
+    await b.createGroup("orders", "billing");
+    await b.publish("orders", bytes("x"));
+    await deadLetterAll(b, "orders", "billing");
+    await deadLetterAll(b, "orders");
+    assertEquals((await redrive(b, "orders")).moved, 1);
+    assertEquals((await b.consume("orders", { group: "billing" })).length, 1);
+    assertEquals((await b.consume("orders")).length, 1, "the default group gets it back too");
+    await t.close();
+  },
+});

@@ -1,0 +1,218 @@
+import { assert, assertEquals, assertRejects, assertThrows } from "../_support/assert.ts";
+import { MAX_ATTEMPTS, MAX_PEEK } from "../../lib/config.ts";
+import {
+  ack,
+  ackIn,
+  consume,
+  leaseEnded,
+  peek,
+  requeue,
+  take,
+  touch,
+} from "../../lib/deliveries.ts";
+import type { TakeSpec } from "../../lib/group.ts";
+import type { MessageJson } from "../../lib/message.ts";
+import { bytes, openBroker, T0, texts } from "./_clock.ts";
+
+const lease = (limit: number, visibilityMs = 1_000): TakeSpec => ({
+  limit,
+  filter: undefined,
+  peek: false,
+  visibilityMs,
+});
+const payloads = (ms: MessageJson[]) => ms.map((m) => m.payload_text);
+
+Deno.test("take() leases by priority then FIFO, stopping at maxBytes but always taking one", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  await b.publish("t", bytes("low1"), { priority: 2 });
+  await b.publish("t", bytes("nor1"));
+  await b.publish("t", bytes("hig1"), { priority: 0 });
+  await b.publish("t", bytes("nor2"));
+  const topic = b.findTopic("t")!;
+  const g = topic.defaultGroup;
+  assertEquals(texts(take(topic, g, { ...lease(10), peek: true }, T0)), [
+    "hig1",
+    "nor1",
+    "nor2",
+    "low1",
+  ]);
+  assertEquals([g.readyCount, topic.counters.delivered], [4, 0], "a peek leases nothing");
+  const first = take(topic, g, lease(10), T0, 10);
+  assertEquals(texts(first), ["hig1", "nor1"], "a third 4-byte payload would pass 10 bytes");
+  assertEquals(first.map((d) => d.at), [T0 + 1_000, T0 + 1_000]);
+  assertEquals(texts(take(topic, g, lease(10), T0, 1)), ["nor2"], "one, even past maxBytes");
+  assertEquals([g.readyCount, g.inFlightCount, topic.counters.delivered], [1, 3, 3]);
+  await t.close();
+});
+
+Deno.test("take() drops the expired messages it meets on the way and counts them", async () => {
+  const t = await openBroker();
+  await t.broker.publish("t", bytes("short"), { ttlMs: 100 });
+  await t.broker.publish("t", bytes("long"));
+  const topic = t.broker.findTopic("t")!;
+  t.set(T0 + 100); // no sweep: take() meets the expired message itself
+  assertEquals(texts(take(topic, topic.defaultGroup, lease(10), t.now)), ["long"]);
+  assertEquals([topic.counters.expired, topic.messages.size], [1, 1]);
+  await t.close();
+});
+
+Deno.test("consume() with auto_ack acks what it handed over; a throwing handOver puts it back", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  for (const p of ["a", "b", "c"]) await b.publish("t", bytes(p));
+  const topic = b.findTopic("t")!;
+  const boom = new Error("the answer could not be written");
+  const e = await assertRejects(() =>
+    consume(b, b.consumers, "t", { limit: 2, autoAck: true }, () => {
+      throw boom;
+    })
+  );
+  assertEquals(e, boom);
+  assertEquals([topic.counters.delivered, topic.counters.acked], [0, 0]);
+  assertEquals(topic.defaultGroup.inFlightCount, 0);
+  // Put back at the head, in order, without an attempt counted.
+  const got = await consume(b, b.consumers, "t", { limit: 2, autoAck: true }, (ms) => ms);
+  assertEquals(payloads(got), ["a", "b"]);
+  assertEquals(got.map((m) => m.retry_count), [0, 0]);
+  assertEquals([topic.messages.size, topic.counters.acked], [1, 2]);
+  await t.close();
+});
+
+Deno.test("consume() long-polls: a publish wakes it, its timeout answers empty", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  const none = await consume(b, b.consumers, "nobody", {}, (ms) => ms);
+  assertEquals([none, b.findTopic("nobody")], [[], undefined], "no wait: no topic made");
+  const woken = consume(b, b.consumers, "t", { timeoutMs: 5_000 }, (ms) => ms);
+  assertEquals(b.consumers.count(b.findTopic("t")!), 1, "a consumer may wait for a new topic");
+  await b.publish("t", bytes("hello"));
+  assertEquals(payloads(await woken), ["hello"]);
+  const empty = consume(b, b.consumers, "t", { timeoutMs: 5_000 }, (ms) => ms.length);
+  t.advance(4_999);
+  assertEquals(b.consumers.count(b.findTopic("t")!), 1);
+  t.advance(1);
+  assertEquals(await empty, 0);
+  await t.close();
+});
+
+Deno.test("ack() answers acked and not-found ids, once each; unknown topics find nothing", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  const { id } = await b.publish("t", bytes("a"));
+  await b.consume("t");
+  assertEquals(await ack(b, "t", "", [id, "nope", id]), { acked: [id], notFound: ["nope"] });
+  assertEquals(await ack(b, "t", "", [id]), { acked: [], notFound: [id] }, "acked already");
+  assertEquals(await ack(b, "t", "billing", ["x", "x"]), { acked: [], notFound: ["x"] });
+  assertEquals(await ack(b, "gone", "", ["x"]), { acked: [], notFound: ["x"] });
+  const topic = b.findTopic("t")!;
+  assertEquals([topic.counters.acked, topic.messages.size], [1, 0]);
+  const { acked, notFound } = ackIn(topic, topic.defaultGroup, ["y"], T0);
+  assertEquals([acked, notFound, topic.counters.acked], [[], ["y"], 1]);
+  await t.close();
+});
+
+Deno.test("requeue() counts an attempt, may delay, and the last attempt dead-letters", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  const { id } = await b.publish("jobs", bytes("x"));
+  await assertRejects(() => requeue(b, "jobs", "", id), "message_not_found");
+  await b.consume("jobs");
+  assertEquals(await requeue(b, "jobs", "", id, { reason: "busy", delayMs: 1_000 }), {
+    id,
+    topic: "jobs",
+    retry_count: 1,
+    status: "requeued",
+    queue: "jobs",
+  });
+  assertEquals(await b.consume("jobs"), [], "delayed");
+  t.advance(1_000);
+  const [m] = await b.consume("jobs");
+  assertEquals([m?.retry_count, m?.reason], [1, "busy"]);
+  for (let attempt = 2; attempt < MAX_ATTEMPTS; attempt++) {
+    assertEquals((await requeue(b, "jobs", "", id)).retry_count, attempt);
+    await b.consume("jobs");
+  }
+  assertEquals(await requeue(b, "jobs", "", id, { reason: "poison" }), {
+    id,
+    topic: "jobs",
+    retry_count: MAX_ATTEMPTS,
+    status: "dead_lettered",
+    queue: "jobs.dlq",
+  });
+  assertEquals(b.findTopic("jobs")!.messages.size, 0);
+  const [dead] = await b.consume("jobs.dlq", { peek: true });
+  assertEquals([dead?.id, dead?.retry_count, dead?.reason], [id, MAX_ATTEMPTS, "poison"]);
+  assertEquals(b.findTopic("jobs")!.counters.requeued, MAX_ATTEMPTS);
+  await t.close();
+});
+
+Deno.test("touch() extends a lease from now: the old end no longer ends it", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  const { id } = await b.publish("t", bytes("x"));
+  assertThrows(() => touch(b, "t", "", id, 1_000), "message_not_found");
+  await b.consume("t", { visibilityMs: 1_000 });
+  t.set(T0 + 800);
+  assertEquals(touch(b, "t", "", id, 1_000), T0 + 1_800);
+  t.advance(200); // T0 + 1_000: the first lease's end
+  const g = b.findTopic("t")!.defaultGroup;
+  assertEquals([g.inFlightCount, g.readyCount], [1, 0]);
+  t.advance(799);
+  assertEquals(g.inFlightCount, 1);
+  t.advance(1);
+  assertEquals([g.inFlightCount, g.readyCount], [0, 1]);
+  assertEquals((await b.consume("t"))[0]?.retry_count, 1);
+  await t.close();
+});
+
+Deno.test("leaseEnded() readies the message with one more attempt, or dead-letters the last", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  const { id } = await b.publish("t", bytes("x"));
+  const topic = b.findTopic("t")!;
+  const g = topic.defaultGroup;
+  const [d] = take(topic, g, lease(1), T0);
+  leaseEnded(b, topic, g, d!, T0 + 1_000);
+  const again = topic.delivery(g, id)!;
+  assertEquals([again.retryCount, again.reason, g.readyCount], [1, "visibility timeout", 1]);
+  for (let attempt = 1; attempt < MAX_ATTEMPTS; attempt++) {
+    const [next] = take(topic, g, lease(1), T0 + attempt * 1_000);
+    assertEquals(next?.retryCount, attempt);
+    leaseEnded(b, topic, g, next!, T0 + (attempt + 1) * 1_000);
+  }
+  assertEquals(topic.messages.size, 0);
+  const dead = b.findTopic("t.dlq")!.messages.get(id)!;
+  assertEquals([dead.reason, topic.counters.deadLettered, topic.counters.requeued], [
+    "visibility timeout",
+    1,
+    MAX_ATTEMPTS,
+  ]);
+  await t.close();
+});
+
+Deno.test("leaseEnded() drops a message whose TTL passed during the lease, counting it expired", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  await b.publish("t", bytes("x"), { ttlMs: 500 });
+  const topic = b.findTopic("t")!;
+  const [d] = take(topic, topic.defaultGroup, lease(1), T0);
+  t.set(T0 + 500);
+  assert(topic.expireIfDue(d!.msg, t.now), "due");
+  assertEquals(topic.messages.size, 1, "an in-flight copy keeps its lease");
+  leaseEnded(b, topic, topic.defaultGroup, d!, T0 + 1_000);
+  assertEquals([topic.messages.size, topic.counters.expired, topic.counters.requeued], [0, 1, 0]);
+  assertEquals(b.findTopic("t.dlq"), undefined);
+  await t.close();
+});
+
+Deno.test("peek() shows up to MAX_PEEK of the default group in order, leasing nothing", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  for (let i = 0; i < MAX_PEEK + 2; i++) await b.publish("t", bytes(`m${i}`));
+  assertEquals(peek(b, "t", 100).length, MAX_PEEK);
+  assertEquals(payloads(peek(b, "t", 2)), ["m0", "m1"]);
+  assertEquals(peek(b, "missing"), []);
+  assertEquals(b.findTopic("t")!.defaultGroup.readyCount, MAX_PEEK + 2);
+  await t.close();
+});
