@@ -109,6 +109,7 @@ export class Consumers {
     now: number,
     signal: AbortSignal | undefined,
   ): Promise<Taken> {
+    if (signal?.aborted) return Promise.resolve({ items: [], ephemeral: false });
     return new Promise((resolve) => {
       const onAbort = () => {
         remove();
@@ -139,11 +140,13 @@ export class Consumers {
     const list = this.#waiting.get(g);
     if (!list) return;
     let served = true;
+    // A peeking consumer that stays takes nothing away: it is shown what is ready once a call.
+    let peeked: Set<Consumer> | undefined;
     while (served && g.readyCount > 0 && list.length) {
       served = false;
       for (let i = 0; i < list.length && g.readyCount > 0; i++) {
         const { consumer: c } = list[i]!;
-        if (c.credits <= 0) continue;
+        if (c.credits <= 0 || peeked?.has(c)) continue;
         const spec = {
           limit: c.credits,
           filter: c.filter,
@@ -156,7 +159,9 @@ export class Consumers {
         if (c.once) {
           list.splice(i--, 1);
           c.credits = 0;
-        } else if (!c.peek) {
+        } else if (c.peek) {
+          (peeked ??= new Set()).add(c);
+        } else {
           c.credits -= taken.length;
         }
         c.offer(taken, false);

@@ -241,12 +241,11 @@ Deno.test("Consumers.wait() answers at once with what is ready, ignoring a later
 });
 
 Deno.test({
-  // BUG: deliver() does not take credits from a peeking consumer, and a consumer that is not
+  // Regression (found by this twin): deliver() does not take credits from a peeking consumer, and a consumer that is not
   // one-shot stays in the list, so its loop re-offers the same ready messages forever (the
   // recording consumer throws after 100 offers to end the test). No caller builds such a
   // consumer yet; a peeking push consumer (a WebSocket spy) would hang the event loop.
   name: "Consumers.deliver() offers a multi-credit peeking consumer what is ready once per call",
-  ignore: true,
   fn: async () => {
     const topic = memTopic();
     const consumers = new Consumers(take);
@@ -258,11 +257,10 @@ Deno.test({
 });
 
 Deno.test({
-  // BUG: wait() adds an "abort" listener to a signal that has already aborted, which never
+  // Regression (found by this twin): wait() adds an "abort" listener to a signal that has already aborted, which never
   // fires: the consumer stays parked until its deadline and takes (leases) the next message
   // for a client that has gone, where an AbortSignal API answers at once.
   name: "Consumers.wait() with a signal already aborted leaves at once and leases nothing",
-  ignore: true,
   fn: async () => {
     const topic = memTopic();
     const consumers = new Consumers(take);
