@@ -30,6 +30,8 @@ export class IdempotencyKeys {
   readonly #keys = new Map<string, SeenKey>();
   /** What the remembered keys hold, in bytes. */
   bytes = 0;
+  /** Bytes of the KEY records that stand for keys in the WAL (keys whose message is gone). */
+  readonly #frames = new Map<string, number>();
 
   /** `hold(bytes)` counts bytes held (negative: freed) on the topic and the budget. */
   constructor(private readonly hold: (bytes: number) => void) {}
@@ -51,21 +53,36 @@ export class IdempotencyKeys {
 
   /** Remembers a key for its window; it counts against the budget meanwhile. */
   keep(key: string, id: string, at: number): void {
-    if (!this.#keys.has(key)) {
+    // Kept again, it moves to the end: expiry walks the keys in the order they were last kept.
+    if (!this.#keys.delete(key)) {
       this.bytes += keySize(key);
       this.hold(keySize(key));
     }
     this.#keys.set(key, { id, at });
   }
 
-  /** Drops keys older than the window. */
-  expire(now: number): void {
+  /**
+   * Notes that a key now stands in the WAL as a KEY record of `bytes` (0: as part of its
+   * message's record); returns the change in bytes for the topic's live-bytes count.
+   */
+  framed(key: string, bytes: number): number {
+    const before = this.#frames.get(key) ?? 0;
+    if (bytes) this.#frames.set(key, bytes);
+    else this.#frames.delete(key);
+    return bytes - before;
+  }
+
+  /** Drops keys older than the window; returns the bytes of their KEY records. */
+  expire(now: number): number {
+    let freed = 0;
     for (const [key, v] of this.#keys) {
       if (v.at + IDEMPOTENCY_WINDOW_MS > now) break;
       this.#keys.delete(key);
       this.bytes -= keySize(key);
       this.hold(-keySize(key));
+      freed -= this.framed(key, 0);
     }
+    return freed;
   }
 
   /** The keys still inside their window at `now`, oldest first (for a snapshot). */

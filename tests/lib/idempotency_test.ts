@@ -91,11 +91,10 @@ Deno.test("autoKey() is the SHA-256 of the payload in hex", () => {
 });
 
 Deno.test({
-  // BUG: keep() on a key still in the Map (its window over, not yet expired) updates it in
+  // Regression (found by this twin): keep() on a key still in the Map (its window over, not yet expired) updates it in
   // place, so it keeps its old position; expire() then stops at it while keys behind it, whose
   // windows have ended, stay held (and counted against the memory budget) for up to a window.
   name: "IdempotencyKeys.expire() frees a key whose window ended behind a key kept again",
-  ignore: true,
   fn: () => {
     const { keys } = recorded();
     keys.keep("a", "m1", T0);
