@@ -10,7 +10,7 @@ import { BrokerError } from "./errors.ts";
 import type { Group } from "./group.ts";
 import { checkName } from "./names.ts";
 import type { Delivery } from "./message.ts";
-import { DEFAULT_GROUP, type Topic } from "./topic.ts";
+import { DEFAULT_GROUP, originGroups, type Topic } from "./topic.ts";
 import { RecordType } from "./wal_record.ts";
 
 /** The dead-letter topic name of `topic`. */
@@ -150,7 +150,7 @@ function moveBack(
       reason: undefined,
       origin: undefined,
       headers: msg.headers,
-      deliveries: msg.origin ? [{ group: msg.origin, retryCount: 0, dueAt: 0 }] : undefined,
+      deliveries: originGroups(msg.origin)?.map((group) => ({ group, retryCount: 0, dueAt: 0 })),
       dueAt: 0,
       payload: msg.payload,
     }, now));

@@ -52,8 +52,11 @@ export class StoredMessage {
   readonly headers: string[] | undefined;
   readonly idemKey: string | undefined;
   readonly redriveCount: number;
-  /** The group a dead-lettered message came from. */
-  readonly origin: string | undefined;
+  /**
+   * The group a dead-lettered message came from; when several groups dead-lettered it, their
+   * names comma-separated (the default group as an empty name). Undefined: the default group.
+   */
+  origin: string | undefined;
   /** Why it was last requeued or dead-lettered. */
   readonly reason: string | undefined;
   /** Bytes of its WAL record, for compaction accounting. */

@@ -80,6 +80,18 @@ export function zeroCounters(): TopicCounters {
   };
 }
 
+/** The groups of two dead-letter moves of one message (undefined: the default group). */
+export function mergeOrigins(a: string | undefined, b: string | undefined): string | undefined {
+  if (a === b) return a;
+  const names = new Set([...(a ?? "").split(","), ...(b ?? "").split(",")]);
+  return [...names].join(",");
+}
+
+/** The groups a dead letter returns to on redrive; undefined: every group of the topic. */
+export function originGroups(origin: string | undefined): string[] | undefined {
+  return origin === undefined ? undefined : origin.split(",");
+}
+
 /** The default group's name. */
 export const DEFAULT_GROUP = "";
 
@@ -238,6 +250,8 @@ export class Topic {
       if (disk) this.#onDisk++;
       if (msg.expiresAt) this.expiry.push(msg.expiresAt, msg);
     }
+    // A second group dead-lettering the same message: redrive must return it to both.
+    if (!fresh && this.isDeadLetter) msg.origin = mergeOrigins(msg.origin, r.origin);
     if (r.deliveries) {
       for (const spec of r.deliveries) {
         let g = this.groups.get(spec.group);
