@@ -16,6 +16,8 @@ export class Compactor {
   readonly #compacting = new Set<Topic>();
   /** Topics whose last compaction left them oversized, and when to try again. */
   readonly #againAt = new Map<Topic, number>();
+  /** Topics whose last compaction did not shrink their file, and the file's size then. */
+  readonly #noGain = new Map<Topic, number>();
 
   constructor(
     private readonly config: Pick<Config, "compactMinBytes" | "compactRatio">,
@@ -26,6 +28,8 @@ export class Compactor {
   /** Starts a compaction of `topic` when it is due (called by the sweep). */
   maybeCompact(topic: Topic, now: number): void {
     if (this.#compacting.has(topic) || !this.#oversized(topic)) return;
+    const noGain = this.#noGain.get(topic);
+    if (noGain !== undefined && topic.wal.bytes < 2 * noGain) return;
     const retryAt = this.#againAt.get(topic);
     // Below the size floor only a topic whose last compaction left it oversized, once a second.
     const due = retryAt !== undefined
@@ -40,6 +44,7 @@ export class Compactor {
   /** Forgets a deleted topic. */
   forget(topic: Topic): void {
     this.#againAt.delete(topic);
+    this.#noGain.delete(topic);
   }
 
   /** Whether a topic's file is more than BROKER_COMPACT_RATIO × what it still holds. */
@@ -56,9 +61,13 @@ export class Compactor {
     this.#compacting.add(topic);
     const before = topic.wal.bytes;
     const t0 = performance.now();
+    const seq = topic.seq;
+    // A failed compaction is tried again a second later, not at every sweep.
+    let failed = true;
     try {
       await topic.wal.compact(() => topic.snapshot(this.now()));
       topic.relocate();
+      failed = false;
       this.log.debug("compacted", {
         topic: topic.name,
         bytes_before: before,
@@ -67,8 +76,16 @@ export class Compactor {
       });
     } finally {
       this.#compacting.delete(topic);
-      if (this.#oversized(topic)) this.#againAt.set(topic, this.now() + COMPACT_RETRY_MS);
-      else this.#againAt.delete(topic);
+      // Records appended meanwhile may leave the file oversized: again soon. A snapshot alone is
+      // never out of proportion; if one is, it waits until the file has doubled, so that no
+      // accounting slip can make a topic rewrite its file in a loop.
+      const oversized = this.#oversized(topic);
+      const appended = topic.seq !== seq;
+      if (oversized && (appended || failed)) {
+        this.#againAt.set(topic, this.now() + COMPACT_RETRY_MS);
+      } else this.#againAt.delete(topic);
+      if (oversized && !appended && !failed) this.#noGain.set(topic, topic.wal.bytes);
+      else this.#noGain.delete(topic);
     }
   }
 }

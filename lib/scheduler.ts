@@ -65,7 +65,7 @@ export class Scheduler {
       g.promoteDue(now);
       if (g.readyCount && this.consumers.waitingOn(g)) this.consumers.deliver(topic, g, now);
     }
-    if (topic.keys.size) topic.keys.expire(now);
+    if (topic.keys.size) topic.expireKeys(now);
     this.compactor.maybeCompact(topic, now);
   }
 }

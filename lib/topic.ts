@@ -103,8 +103,10 @@ export class Topic {
   readonly expiry = new Heap<StoredMessage>();
   /** Idempotency keys in publish order, for their window. */
   readonly keys = new IdempotencyKeys((bytes) => this.#hold(bytes));
-  /** WAL bytes of the records that still matter (messages held, keys, groups). */
+  /** WAL bytes of the records that still matter (META, groups, messages held, keys). */
   liveBytes = 0;
+  /** Bytes of the META record that counts in liveBytes. */
+  #metaBytes = 0;
   /** What its messages hold against the memory budget (overhead each, and payloads in memory). */
   heldBytes = 0;
   /** What its messages count toward max_bytes (payload + overhead each, wherever the payload is). */
@@ -178,6 +180,9 @@ export class Topic {
     if (r.seq > this.seq) this.seq = r.seq;
     switch (r.type) {
       case RecordType.Meta:
+        // Only the latest META matters: a compaction keeps one.
+        this.liveBytes += size - this.#metaBytes;
+        this.#metaBytes = size;
         this.settings = {
           policy: r.policy,
           retainMs: r.retainMs,
@@ -218,7 +223,7 @@ export class Topic {
       case RecordType.Key:
         if (IdempotencyKeys.live(r.at, now)) {
           this.keys.keep(r.key, r.id, r.at);
-          this.liveBytes += size;
+          this.liveBytes += this.keys.framed(r.key, size);
         }
         break;
       case RecordType.Purge:
@@ -268,6 +273,11 @@ export class Topic {
       }
     }
     if (msg.pending === 0) this.#forget(msg);
+  }
+
+  /** Drops idempotency keys older than their window, and their KEY records from liveBytes. */
+  expireKeys(now: number): void {
+    this.liveBytes -= this.keys.expire(now);
   }
 
   /** Gives back everything the topic holds against the budget (it is being deleted). */
@@ -388,6 +398,8 @@ export class Topic {
   *snapshot(now: number, chunkBytes = 1024 * 1024): Generator<Uint8Array[]> {
     const s = this.settings;
     const head = [encodeRecord({ type: RecordType.Meta, seq: this.seq, ...s })];
+    this.liveBytes += head[0]!.length - this.#metaBytes;
+    this.#metaBytes = head[0]!.length;
     for (const g of this.groups.values()) {
       if (g.name === DEFAULT_GROUP) continue;
       head.push(
@@ -410,8 +422,8 @@ export class Topic {
     this.#relocations = [];
     this.#relocationGeneration = this.wal.generation + 1;
     for (const msg of messages) {
-      if (msg.idemKey) keyed.add(msg.idemKey);
       if (this.messages.get(msg.id) !== msg) continue; // gone since T; its record is captured
+      if (msg.idemKey) keyed.add(msg.idemKey); // the message's frame carries its key
       const f = this.#messageFrame(msg);
       // The message now rests on its new record: keep the accounting exact.
       this.liveBytes += f.length - msg.size;
@@ -429,8 +441,13 @@ export class Topic {
       }
     }
     for (const [key, v] of keys) {
-      if (keyed.has(key)) continue;
-      chunk.push(encodeRecord({ type: RecordType.Key, seq: this.seq, key, id: v.id, at: v.at }));
+      if (keyed.has(key)) {
+        this.liveBytes += this.keys.framed(key, 0);
+        continue;
+      }
+      const f = encodeRecord({ type: RecordType.Key, seq: this.seq, key, id: v.id, at: v.at });
+      this.liveBytes += this.keys.framed(key, f.length);
+      chunk.push(f);
     }
     if (chunk.length) yield chunk;
   }

@@ -5,7 +5,7 @@ import type { PayloadLocation } from "../../lib/message.ts";
 import type { Topic } from "../../lib/topic.ts";
 import { FileWal, type Wal } from "../../lib/wal.ts";
 import { RecordType, type WalRecord } from "../../lib/wal_record.ts";
-import { bytes, memTopic, openBroker, put, T0 } from "./_clock.ts";
+import { bytes, memTopic, openBroker, put, T0, texts } from "./_clock.ts";
 
 /**
  * A real FileWal that hands out the promise of each compaction it was asked for, and may run a
@@ -164,19 +164,18 @@ Deno.test("Compactor.compact() shrinks a real FileWal; a reopened broker has the
 
   const again = await openBroker({ dataDir: t.dir }, T0 + 60_000);
   const left = await again.broker.consume("t", { limit: 10 });
-  assertEquals(left.map((m) => m.payload_text), ["m47", "m48", "m49"]);
+  assertEquals(texts(left), ["m47", "m48", "m49"]);
   await again.close();
   await Deno.remove(t.dir, { recursive: true });
 });
 
 Deno.test({
-  // BUG: META is not counted in Topic.liveBytes, so a topic emptied of messages (live bytes 0,
+  // Regression (found by this twin): META is not counted in Topic.liveBytes, so a topic emptied of messages (live bytes 0,
   // taken as 1) is "oversized" once its file holds more than compactRatio bytes, which a
   // header and META always are (about 75 bytes). Every compaction of an emptied topic then
   // leaves it oversized, and maybeCompact() rewrites, fsyncs and renames its file once a
   // second for ever.
   name: "Compactor stops compacting a topic emptied down to its META record",
-  ignore: true,
   fn: async () => {
     const f = await fileTopic(20);
     await f.topic.commit({
