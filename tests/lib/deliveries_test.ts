@@ -11,7 +11,6 @@ import {
   touch,
 } from "../../lib/deliveries.ts";
 import type { TakeSpec } from "../../lib/group.ts";
-import type { MessageJson } from "../../lib/message.ts";
 import { bytes, openBroker, T0, texts } from "./_clock.ts";
 
 const lease = (limit: number, visibilityMs = 1_000): TakeSpec => ({
@@ -20,7 +19,6 @@ const lease = (limit: number, visibilityMs = 1_000): TakeSpec => ({
   peek: false,
   visibilityMs,
 });
-const payloads = (ms: MessageJson[]) => ms.map((m) => m.payload_text);
 
 Deno.test("take() leases by priority then FIFO, stopping at maxBytes but always taking one", async () => {
   const t = await openBroker();
@@ -73,8 +71,8 @@ Deno.test("consume() with auto_ack acks what it handed over; a throwing handOver
   assertEquals(topic.defaultGroup.inFlightCount, 0);
   // Put back at the head, in order, without an attempt counted.
   const got = await consume(b, b.consumers, "t", { limit: 2, autoAck: true }, (ms) => ms);
-  assertEquals(payloads(got), ["a", "b"]);
-  assertEquals(got.map((m) => m.retry_count), [0, 0]);
+  assertEquals(texts(got), ["a", "b"]);
+  assertEquals(got.map((m) => m.retryCount), [0, 0]);
   assertEquals([topic.messages.size, topic.counters.acked], [1, 2]);
   await t.close();
 });
@@ -87,7 +85,7 @@ Deno.test("consume() long-polls: a publish wakes it, its timeout answers empty",
   const woken = consume(b, b.consumers, "t", { timeoutMs: 5_000 }, (ms) => ms);
   assertEquals(b.consumers.count(b.findTopic("t")!), 1, "a consumer may wait for a new topic");
   await b.publish("t", bytes("hello"));
-  assertEquals(payloads(await woken), ["hello"]);
+  assertEquals(texts(await woken), ["hello"]);
   const empty = consume(b, b.consumers, "t", { timeoutMs: 5_000 }, (ms) => ms.length);
   t.advance(4_999);
   assertEquals(b.consumers.count(b.findTopic("t")!), 1);
@@ -119,30 +117,26 @@ Deno.test("requeue() counts an attempt, may delay, and the last attempt dead-let
   await assertRejects(() => requeue(b, "jobs", "", id), "message_not_found");
   await b.consume("jobs");
   assertEquals(await requeue(b, "jobs", "", id, { reason: "busy", delayMs: 1_000 }), {
-    id,
+    retryCount: 1,
+    deadLettered: false,
     topic: "jobs",
-    retry_count: 1,
-    status: "requeued",
-    queue: "jobs",
   });
   assertEquals(await b.consume("jobs"), [], "delayed");
   t.advance(1_000);
   const [m] = await b.consume("jobs");
-  assertEquals([m?.retry_count, m?.reason], [1, "busy"]);
+  assertEquals([m?.retryCount, m?.reason], [1, "busy"]);
   for (let attempt = 2; attempt < MAX_ATTEMPTS; attempt++) {
-    assertEquals((await requeue(b, "jobs", "", id)).retry_count, attempt);
+    assertEquals((await requeue(b, "jobs", "", id)).retryCount, attempt);
     await b.consume("jobs");
   }
   assertEquals(await requeue(b, "jobs", "", id, { reason: "poison" }), {
-    id,
-    topic: "jobs",
-    retry_count: MAX_ATTEMPTS,
-    status: "dead_lettered",
-    queue: "jobs.dlq",
+    retryCount: MAX_ATTEMPTS,
+    deadLettered: true,
+    topic: "jobs.dlq",
   });
   assertEquals(b.findTopic("jobs")!.messages.size, 0);
   const [dead] = await b.consume("jobs.dlq", { peek: true });
-  assertEquals([dead?.id, dead?.retry_count, dead?.reason], [id, MAX_ATTEMPTS, "poison"]);
+  assertEquals([dead?.msg.id, dead?.retryCount, dead?.reason], [id, MAX_ATTEMPTS, "poison"]);
   assertEquals(b.findTopic("jobs")!.counters.requeued, MAX_ATTEMPTS);
   await t.close();
 });
@@ -162,7 +156,7 @@ Deno.test("touch() extends a lease from now: the old end no longer ends it", asy
   assertEquals(g.inFlightCount, 1);
   t.advance(1);
   assertEquals([g.inFlightCount, g.readyCount], [0, 1]);
-  assertEquals((await b.consume("t"))[0]?.retry_count, 1);
+  assertEquals((await b.consume("t"))[0]?.retryCount, 1);
   await t.close();
 });
 
@@ -211,7 +205,7 @@ Deno.test("peek() shows up to MAX_PEEK of the default group in order, leasing no
   const b = t.broker;
   for (let i = 0; i < MAX_PEEK + 2; i++) await b.publish("t", bytes(`m${i}`));
   assertEquals(peek(b, "t", 100).length, MAX_PEEK);
-  assertEquals(payloads(peek(b, "t", 2)), ["m0", "m1"]);
+  assertEquals(texts(peek(b, "t", 2)), ["m0", "m1"]);
   assertEquals(peek(b, "missing"), []);
   assertEquals(b.findTopic("t")!.defaultGroup.readyCount, MAX_PEEK + 2);
   await t.close();

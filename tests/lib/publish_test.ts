@@ -3,7 +3,7 @@ import { IDEMPOTENCY_WINDOW_MS as W, MAX_PAYLOAD_BYTES } from "../../lib/config.
 import type { BrokerError } from "../../lib/errors.ts";
 import { heldSize } from "../../lib/memory.ts";
 import { broadcast, publish, reserve } from "../../lib/publish.ts";
-import { bytes, openBroker, T0 } from "./_clock.ts";
+import { bytes, openBroker, T0, text, texts } from "./_clock.ts";
 
 const UUID7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -67,7 +67,7 @@ Deno.test("publish() at max_messages: a reject topic refuses, a drop-oldest one 
   assertEquals(b.findTopic("strict")!.counters.rejectedQueueFull, 1);
   await publish(b, "rolling", bytes("3"));
   const left = await b.consume("rolling", { peek: true, limit: 10 });
-  assertEquals(left.map((m) => m.payload_text), ["2", "3"]);
+  assertEquals(texts(left), ["2", "3"]);
   await t.close();
 });
 
@@ -84,7 +84,7 @@ Deno.test("publish() at max_bytes: reject refuses, drop-oldest frees enough, too
   // 20 bytes need the room of both 10-byte messages.
   await publish(b, "rolling", bytes("cccccccccccccccccccc"));
   const left = await b.consume("rolling", { peek: true, limit: 10 });
-  assertEquals(left.map((m) => m.payload_text), ["cccccccccccccccccccc"]);
+  assertEquals(texts(left), ["cccccccccccccccccccc"]);
   const tooBig = new Uint8Array(maxBytes);
   const e = await assertRejects(() => publish(b, "rolling", tooBig), "queue_full");
   assertEquals(e.message.includes("more than its max_bytes"), true, e.message);
@@ -126,20 +126,22 @@ Deno.test("reserve() holds a body's bytes against the budget until given back", 
 Deno.test("broadcast() returns how many waiting consumers got it and stores nothing", async () => {
   const t = await openBroker();
   const b = t.broker;
-  assertEquals(broadcast(b, b.consumers, "nobody", bytes("x")), 0);
+  assertEquals(broadcast(b, b.consumers, b.feed, "nobody", bytes("x")), 0);
   await b.createGroup("t", "billing");
   const plain = b.consume("t", { timeoutMs: 1_000 });
   const billing = b.consume("t", { group: "billing", timeoutMs: 1_000 });
   const picky = b.consume("t", { timeoutMs: 1_000, filterKey: "k" });
-  const sent = broadcast(b, b.consumers, "t", bytes('{"hello":1}'), { headers: ["x-mq-a", "b"] });
+  const sent = broadcast(b, b.consumers, b.feed, "t", bytes('{"hello":1}'), {
+    headers: ["x-mq-a", "b"],
+  });
   assertEquals(sent, 2);
   const [[m1], [m2]] = await Promise.all([plain, billing]);
-  assertEquals([m1?.payload_text, m2?.payload_text, m2?.group], [
+  assertEquals([text(m1!.msg.payload), text(m2!.msg.payload), m2?.group], [
     '{"hello":1}',
     '{"hello":1}',
     "billing",
   ]);
-  assertEquals(m1?.headers, { "x-mq-a": "b" });
+  assertEquals(m1?.msg.headers, ["x-mq-a", "b"]);
   const topic = b.findTopic("t")!;
   assertEquals([topic.messages.size, topic.counters.published, topic.counters.delivered], [
     0,
@@ -159,7 +161,7 @@ Deno.test("publish() refuses an empty body and one above MAX_PAYLOAD_BYTES, crea
     () => publish(b, "t", new Uint8Array(MAX_PAYLOAD_BYTES + 1)),
     "payload_too_large",
   );
-  assertThrows(() => broadcast(b, b.consumers, "t", new Uint8Array(0)), "empty_body");
+  assertThrows(() => broadcast(b, b.consumers, b.feed, "t", new Uint8Array(0)), "empty_body");
   assertEquals(b.findTopic("t"), undefined);
   await publish(b, "t", new Uint8Array(MAX_PAYLOAD_BYTES));
   await t.close();

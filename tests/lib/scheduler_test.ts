@@ -3,7 +3,7 @@ import { Broker } from "../../lib/broker.ts";
 import { defaultConfig, IDEMPOTENCY_WINDOW_MS as W, MAX_ATTEMPTS } from "../../lib/config.ts";
 import { MemoryWal } from "../../lib/wal.ts";
 import { RecordType, type WalRecord } from "../../lib/wal_record.ts";
-import { bytes, T0 } from "./_clock.ts";
+import { bytes, T0, texts } from "./_clock.ts";
 
 /** A MemoryWal that remembers the type of every record appended to it. */
 class RecordingWal extends MemoryWal {
@@ -65,7 +65,7 @@ Deno.test("Scheduler.sweepLocal() hands a delay that came due to a long-poll, an
   const woken = b.consume("t", { timeoutMs: 1_000 });
   b.scheduler.sweepLocal(T0 + 499);
   b.scheduler.sweepLocal(T0 + 500);
-  assertEquals((await woken).map((m) => m.payload_text), ["later"]);
+  assertEquals(texts(await woken), ["later"]);
   const timedOut = b.consume("t", { timeoutMs: 1_000 });
   b.scheduler.sweepLocal(T0 + 999);
   assertEquals(b.consumers.count(b.findTopic("t")!), 1);
@@ -89,7 +89,7 @@ Deno.test("Scheduler.sweepLocal() never turns an ended lease into a record; swee
   assertEquals([topic.defaultGroup.readyCount, topic.counters.requeued], [1, 1]);
   t.at(T0 + 60_000);
   const [again] = await b.consume("t");
-  assertEquals([again?.retry_count, again?.reason], [1, "visibility timeout"]);
+  assertEquals([again?.retryCount, again?.reason], [1, "visibility timeout"]);
   await b.close();
 });
 
