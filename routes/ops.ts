@@ -4,9 +4,8 @@ import type { Broker } from "../lib/broker.ts";
 import type { Group } from "../lib/group.ts";
 import type { Topic } from "../lib/topic.ts";
 import { Metrics, UNMATCHED } from "../lib/metrics.ts";
-import type { AfterHook } from "./app.ts";
 import { json } from "./http.ts";
-import type { Ctx, Route } from "./router.ts";
+import type { AfterHook, Ctx, Route } from "./router.ts";
 
 /** One group's (or, for the default group, one topic's) queue figures, as /api/queues counts. */
 function groupStats(broker: Broker, topic: Topic, g: Group, now: number) {
