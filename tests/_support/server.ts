@@ -7,7 +7,7 @@ import type { Broker } from "../../lib/broker.ts";
 import { type Config, defaultConfig } from "../../lib/config.ts";
 import { Logger } from "../../lib/log.ts";
 import { createHandler } from "../../routes/app.ts";
-import { appOptions, openRuntime, type Runtime } from "../../main.ts";
+import { appOptions, openRuntime, type Runtime } from "../../runtime.ts";
 
 export interface InProcessBroker {
   url: string;
@@ -21,7 +21,7 @@ export interface InProcessBroker {
 
 /**
  * Starts a broker and Deno.serve on 127.0.0.1:0 in this process, with a temp data dir, built by
- * main.ts's openRuntime() and appOptions(): the same hooks (API keys, metrics, access log) as
+ * runtime.ts's openRuntime() and appOptions(): the same hooks (API keys, metrics, access log) as
  * production. `log` receives the broker's log lines (default: none).
  */
 export async function startBroker(
