@@ -3,7 +3,7 @@
  * `deno task start` runs it; `deno serve main.ts` uses the default export instead.
  */
 
-import { type Config, ConfigError, helpText, loadConfig } from "./lib/config.ts";
+import { type Config, ConfigError, helpText, loadConfig, SETTINGS } from "./lib/config.ts";
 import { Logger } from "./lib/log.ts";
 import { createHandler } from "./routes/app.ts";
 import { appOptions, authEnabled, openRuntime, readKeys, type Runtime } from "./runtime.ts";
@@ -180,6 +180,11 @@ function launchedByDenoServe(): boolean {
   }
 }
 
+/** The settings' variables, and no others: the start task grants `--allow-env=PORT,BROKER_*`. */
+function settingsEnv(): Record<string, string | undefined> {
+  return Object.fromEntries(SETTINGS.map((s) => [s.env, Deno.env.get(s.env)]));
+}
+
 let serveHandler: ((req: Request) => Promise<Response>) | undefined;
 
 /** For `deno serve main.ts`: the broker opens with settings from the environment. */
@@ -197,7 +202,7 @@ if (import.meta.main) {
   }
   let config: Config;
   try {
-    config = loadConfig(Deno.env.toObject(), launchedByDenoServe() ? [] : Deno.args);
+    config = loadConfig(settingsEnv(), launchedByDenoServe() ? [] : Deno.args);
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
     console.error(`ferry: ${e.message}`);
