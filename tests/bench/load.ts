@@ -43,6 +43,7 @@
  * where that passed 20 % says BUSY in its notes. Figures drift 10-20 % between runs anyway.
  */
 
+import { parseLogLine, readLines } from "../_support/child.ts";
 import { startTask } from "../_support/start_task.ts";
 
 const HERE = new URL(".", import.meta.url).pathname;
@@ -222,27 +223,16 @@ async function spawnServer(
     onListen = res;
     onFail = rej;
   });
-  (async () => {
-    let buf = "";
-    for await (const chunk of proc.stderr.pipeThrough(new TextDecoderStream())) {
-      buf += chunk;
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        tail.push(line);
-        if (tail.length > 20) tail.shift();
-        try {
-          const rec = JSON.parse(line);
-          records.push(rec);
-          if (rec.msg === "listening") onListen(rec.port);
-        } catch {
-          inspector ??= /Debugger listening on (ws:\/\/\S+)/.exec(line)?.[1];
-        }
-      }
-    }
+  readLines(proc.stderr, (line) => {
+    tail.push(line);
+    if (tail.length > 20) tail.shift();
+    const rec = parseLogLine(line);
+    if (rec) records.push(rec);
+    else inspector ??= /Debugger listening on (ws:\/\/\S+)/.exec(line)?.[1];
+    if (rec?.msg === "listening") onListen(Number(rec.port));
+  }).catch(() => {}).finally(() => {
     onFail(new Error(`${script} exited before listening:\n${tail.join("\n")}`));
-  })();
+  });
   const timer = setTimeout(
     () => onFail(new Error(`${script} not listening after ${timeoutMs} ms`)),
     timeoutMs,

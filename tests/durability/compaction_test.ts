@@ -7,20 +7,9 @@
 import assert from "node:assert/strict";
 import { decodeRecord, FILE_HEADER_BYTES, FRAME_HEADER_BYTES } from "../../lib/wal_record.ts";
 import { RecordType } from "../../lib/wal_record.ts";
-import type { ChildBroker } from "../_support/server.ts";
-import {
-  consume,
-  fileSize,
-  json,
-  logLines,
-  publish,
-  queues,
-  start,
-  stop,
-  text,
-  walPath,
-  withDataDir,
-} from "./_util.ts";
+import { type ChildBroker, logLines, start, stop, withDataDir } from "../_support/child.ts";
+import { fileSize, walPath } from "../_support/files.ts";
+import { consumeList, json, queues, textOf, tryPublish } from "../_support/http.ts";
 
 const ENV = {
   BROKER_COMPACT_MIN_BYTES: "65536",
@@ -55,7 +44,7 @@ async function publishMany(child: ChildBroker, topic: string, payloads: string[]
   const worker = async () => {
     while (next < payloads.length) {
       const p = payloads[next++]!;
-      const r = await publish(child.url, topic, p);
+      const r = await tryPublish(child.url, topic, p);
       assert.equal(r.status, 201, `${p}: ${JSON.stringify(r.body)}`);
     }
   };
@@ -97,21 +86,21 @@ Deno.test({
       // Ten messages that stay (in flight, never acked), each with an idempotency key.
       const keep: { id: string; payload: string }[] = [];
       for (let i = 0; i < 10; i++) {
-        const r = await publish(child.url, topic, `keep-${i}`, {
-          headers: { "Idempotency-Key": `keep-key-${i}` },
+        const r = await tryPublish(child.url, topic, `keep-${i}`, "", {
+          "Idempotency-Key": `keep-key-${i}`,
         });
         assert.equal(r.status, 201);
         keep.push({ id: String(r.body.id), payload: `keep-${i}` });
       }
-      const leased = await consume(child.url, topic, "limit=10&visibility=1h");
-      assert.deepEqual(leased.map(text), keep.map((k) => k.payload));
+      const leased = await consumeList(child.url, topic, "limit=10&visibility=1h");
+      assert.deepEqual(leased.map(textOf), keep.map((k) => k.payload));
       // One keyed message that is acked: its key must still dedupe inside the window.
-      const gone = await publish(child.url, topic, "gone", {
-        headers: { "Idempotency-Key": "gone-key" },
+      const gone = await tryPublish(child.url, topic, "gone", "", {
+        "Idempotency-Key": "gone-key",
       });
       assert.equal(gone.status, 201);
       assert.deepEqual(
-        (await consume(child.url, topic, "limit=1&auto_ack=true")).map(text),
+        (await consumeList(child.url, topic, "limit=1&auto_ack=true")).map(textOf),
         ["gone"],
       );
 
@@ -126,7 +115,11 @@ Deno.test({
         let taken = 0;
         for (let call = 0; call < 100 && taken < PER_ROUND; call++) {
           const auto = round % 2 === 0;
-          const got = await consume(child.url, topic, `limit=1000${auto ? "&auto_ack=true" : ""}`);
+          const got = await consumeList(
+            child.url,
+            topic,
+            `limit=1000${auto ? "&auto_ack=true" : ""}`,
+          );
           assert.ok(got.length > 0, `round ${round}: queue empty after ${taken}`);
           taken += got.length;
           if (auto) continue;
@@ -158,11 +151,11 @@ Deno.test({
       child = await start(dir, ENV);
       const recovered = logLines(child).find((l) => l.msg === "recovered");
       assert.equal(recovered?.messages, 10, JSON.stringify(recovered));
-      const held = await consume(child.url, topic, "peek=true&limit=1000");
-      assert.deepEqual(held.map((m) => [m.id, text(m)]), keep.map((k) => [k.id, k.payload]));
+      const held = await consumeList(child.url, topic, "peek=true&limit=1000");
+      assert.deepEqual(held.map((m) => [m.id, textOf(m)]), keep.map((k) => [k.id, k.payload]));
       for (const [key, id] of [["keep-key-4", keep[4]!.id], ["gone-key", gone.body.id]]) {
-        const again = await publish(child.url, topic, "dup", {
-          headers: { "Idempotency-Key": String(key) },
+        const again = await tryPublish(child.url, topic, "dup", "", {
+          "Idempotency-Key": String(key),
         });
         assert.equal(again.status, 200, `${key}: ${JSON.stringify(again.body)}`);
         assert.equal(again.body.deduplicated, true);
@@ -195,7 +188,7 @@ Deno.test({
       assert.deepEqual(metaOnly.types, [RecordType.Meta]);
 
       await publishMany(child, topic, Array.from({ length: 3_000 }, (_, i) => `p-${i}`));
-      assert.equal((await consume(child.url, topic, "limit=100")).length, 100); // some in flight
+      assert.equal((await consumeList(child.url, topic, "limit=100")).length, 100); // some in flight
       const full = (await fileSize(path))!;
       assert.ok(full > 3_000 * 50, `${full} bytes after 3000 publishes`);
 
@@ -213,7 +206,7 @@ Deno.test({
       assert.equal(q.depth + q.in_flight + q.delayed, 0);
       assert.equal(q.policy, "drop-oldest", "settings survive the purge");
       assert.equal(q.retain, "1h");
-      assert.equal((await publish(child.url, topic, "after")).status, 201);
+      assert.equal((await tryPublish(child.url, topic, "after")).status, 201);
 
       const del = await fetch(`${child.url}/api/queues/delete?queue=${topic}`, {
         method: "DELETE",
@@ -229,13 +222,13 @@ Deno.test({
       assert.equal(await fileSize(path), undefined);
 
       // The name can be used again at once: a fresh topic with default settings.
-      assert.equal((await publish(child.url, topic, "reborn")).status, 201);
+      assert.equal((await tryPublish(child.url, topic, "reborn")).status, 201);
       await stop(child, "SIGKILL");
       child = await start(dir, ENV);
       const reborn = (await queues(child.url)).get(topic);
       assert.equal(reborn?.policy, "reject", JSON.stringify(reborn));
       assert.equal(reborn?.retain, null);
-      assert.deepEqual((await consume(child.url, topic, "peek=true&limit=10")).map(text), [
+      assert.deepEqual((await consumeList(child.url, topic, "peek=true&limit=10")).map(textOf), [
         "reborn",
       ]);
       await stop(child, "SIGTERM");
@@ -260,7 +253,7 @@ Deno.test({
       child = await start(dir, ENV);
       assert.equal(await fileSize(leftover), undefined, "the partial rewrite is removed");
       assert.deepEqual(await Deno.readFile(walPath(dir, topic)), original, "the WAL is untouched");
-      const got = (await consume(child.url, topic, "peek=true&limit=10")).map(text).sort();
+      const got = (await consumeList(child.url, topic, "peek=true&limit=10")).map(textOf).sort();
       assert.deepEqual(got, ["a", "b", "c"]);
       assert.equal((await queues(child.url)).size, 1, "no topic made from the leftover file");
       await stop(child, "SIGTERM");

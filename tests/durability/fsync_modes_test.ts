@@ -4,7 +4,8 @@
  */
 
 import assert from "node:assert/strict";
-import { consume, drain, logLines, publish, start, stop, text, withDataDir } from "./_util.ts";
+import { logLines, runMain, start, stop, withDataDir } from "../_support/child.ts";
+import { consumeList, drain, textOf, tryPublish } from "../_support/http.ts";
 
 for (const mode of ["interval", "never"] as const) {
   for (const how of ["env", "flag"] as const) {
@@ -24,21 +25,21 @@ for (const mode of ["interval", "never"] as const) {
 
           // One at a time, so publish order is known.
           for (let i = 0; i < 200; i++) {
-            const p = await publish(child.url, topic, `${mode}-${i}`);
+            const p = await tryPublish(child.url, topic, `${mode}-${i}`);
             assert.equal(p.status, 201, JSON.stringify(p.body));
             sent.push(`${mode}-${i}`);
           }
           // Take 50 and ack them; take 10 more and leave them in flight.
-          const acked = await consume(child.url, topic, "limit=50&auto_ack=true");
+          const acked = await consumeList(child.url, topic, "limit=50&auto_ack=true");
           assert.equal(acked.length, 50);
-          const held = await consume(child.url, topic, "limit=10");
+          const held = await consumeList(child.url, topic, "limit=10");
           assert.equal(held.length, 10);
 
           const status = await stop(child, "SIGTERM");
           assert.equal(status.code, 0, `exit after SIGTERM:\n${child.logs.join("\n")}`);
 
           child = await start(dir, env, args);
-          const back = (await drain(child.url, topic, "auto_ack=true")).map(text);
+          const back = (await drain(child.url, topic, "auto_ack=true")).map(textOf);
           assert.deepEqual(
             back,
             sent.slice(50),
@@ -66,10 +67,10 @@ for (const mode of ["always", "interval", "never"] as const) {
         const env = { BROKER_FSYNC: mode };
         let child = await start(dir, env);
         const sent = Array.from({ length: 300 }, (_, i) => `k-${mode}-${i}`);
-        for (const p of sent) assert.equal((await publish(child.url, "killed", p)).status, 201);
+        for (const p of sent) assert.equal((await tryPublish(child.url, "killed", p)).status, 201);
         await stop(child, "SIGKILL");
         child = await start(dir, env);
-        assert.deepEqual((await drain(child.url, "killed", "auto_ack=true")).map(text), sent);
+        assert.deepEqual((await drain(child.url, "killed", "auto_ack=true")).map(textOf), sent);
         await stop(child, "SIGKILL");
       }),
   });
@@ -80,24 +81,12 @@ Deno.test({
   fn: () =>
     withDataDir(async (dir) => {
       for (const how of ["env", "flag"] as const) {
-        const mainTs = new URL("../../main.ts", import.meta.url).pathname;
-        const out = await new Deno.Command(Deno.execPath(), {
-          args: [
-            "run",
-            "-A",
-            mainTs,
-            "--port",
-            "0",
-            "--data-dir",
-            dir,
-            ...(how === "flag" ? ["--fsync", "sometimes"] : []),
-          ],
-          env: { NO_COLOR: "1", ...(how === "env" ? { BROKER_FSYNC: "sometimes" } : {}) },
-          stdin: "null",
-          stdout: "piped",
-          stderr: "piped",
-        }).output();
-        const stderr = new TextDecoder().decode(out.stderr);
+        const out = await runMain({
+          dataDir: dir,
+          args: ["--port", "0", ...(how === "flag" ? ["--fsync", "sometimes"] : [])],
+          env: how === "env" ? { BROKER_FSYNC: "sometimes" } : {},
+        });
+        const stderr = out.stderr;
         const lines = stderr.split("\n").filter((l) => l.trim() !== "");
         assert.notEqual(out.code, 0, `${how}: exit code`);
         assert.equal(lines.length, 1, `${how}: expected one stderr line, got:\n${stderr}`);

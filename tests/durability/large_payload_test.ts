@@ -6,8 +6,8 @@
  */
 
 import assert from "node:assert/strict";
-import type { ChildBroker } from "../_support/server.ts";
-import { consume, drain, json, logLines, start, stop, withDataDir } from "./_util.ts";
+import { logLines, start, stop, withDataDir } from "../_support/child.ts";
+import { consumeList, drain, json, publish, requeue } from "../_support/http.ts";
 
 const KIB = 1024;
 const SIZES = [64 * KIB - 1, 64 * KIB, 64 * KIB + 1, 300 * KIB, 300 * KIB, 1024 * KIB, 2048 * KIB];
@@ -35,24 +35,6 @@ function hashOf(m: { payload: string }): Promise<string> {
   return sha256(Uint8Array.fromBase64(m.payload) as Uint8Array<ArrayBuffer>);
 }
 
-async function publishBytes(
-  child: ChildBroker,
-  topic: string,
-  body: Uint8Array<ArrayBuffer>,
-): Promise<string> {
-  const res = await fetch(`${child.url}/publish/${topic}`, { method: "POST", body });
-  const answer = await json<{ id: string }>(res);
-  assert.equal(res.status, 201, JSON.stringify(answer));
-  return answer.id;
-}
-
-async function requeue(child: ChildBroker, m: unknown): Promise<string> {
-  const res = await fetch(`${child.url}/requeue`, { method: "POST", body: JSON.stringify(m) });
-  const answer = await json<{ status: string }>(res);
-  assert.equal(res.status, 200, JSON.stringify(answer));
-  return answer.status;
-}
-
 Deno.test({
   name: "payloads of 64 KiB - 1 to 2 MiB stay byte-exact through DLQ, redrive, compaction, SIGKILL",
   sanitizeOps: false,
@@ -63,26 +45,26 @@ Deno.test({
       const hashes = new Map<string, string>(); // id → hash of what was published
       for (const size of [...SIZES, ...SIZES]) {
         const payload = randomPayload(size);
-        hashes.set(await publishBytes(child, "big", payload), await sha256(payload));
+        hashes.set((await publish(child, "big", payload)).id, await sha256(payload));
       }
       // Peeks and consumes answer the bytes that were published.
-      for (const m of await consume(child.url, "big", "peek=true&limit=1000")) {
+      for (const m of await consumeList(child.url, "big", "peek=true&limit=1000")) {
         assert.equal(await hashOf(m), hashes.get(m.id), `peek of ${m.id}`);
       }
       // A message of its own topic goes to the DLQ by three requeues, then back by redrive.
       const poison = randomPayload(1024 * KIB);
-      const poisonId = await publishBytes(child, "dl", poison);
+      const poisonId = (await publish(child, "dl", poison)).id;
       hashes.set(poisonId, await sha256(poison));
       for (let attempt = 1; attempt <= 3; attempt++) {
-        const [m] = await consume(child.url, "dl", "limit=1");
+        const [m] = await consumeList(child.url, "dl", "limit=1");
         assert.equal(await hashOf(m!), hashes.get(poisonId));
-        assert.equal(await requeue(child, m), attempt < 3 ? "requeued" : "dead_lettered");
+        assert.equal((await requeue(child, m)).status, attempt < 3 ? "requeued" : "dead_lettered");
       }
-      const [dead] = await consume(child.url, "dl.dlq", "peek=true");
+      const [dead] = await consumeList(child.url, "dl.dlq", "peek=true");
       assert.equal(await hashOf(dead!), hashes.get(poisonId), "the dead letter");
       const redrive = await fetch(`${child.url}/api/queues/redrive?queue=dl`, { method: "POST" });
       assert.equal((await json<{ moved: number }>(redrive)).moved, 1);
-      const [redriven] = await consume(child.url, "dl", "peek=true");
+      const [redriven] = await consumeList(child.url, "dl", "peek=true");
       assert.equal(await hashOf(redriven!), hashes.get(poisonId), "the redriven message");
       // Acking half leaves the file mostly garbage: compaction rewrites it around the rest.
       const taken = await drain(child.url, "big", "limit=1000");

@@ -12,18 +12,16 @@ import {
   FRAME_HEADER_BYTES,
   RecordType,
 } from "../../lib/wal_record.ts";
-import type { ChildBroker } from "../_support/server.ts";
 import {
-  consume,
-  fileSize,
+  type ChildBroker,
   logLines,
-  publish,
+  runMain,
   start,
   stop,
-  text,
-  walPath,
   withDataDir,
-} from "./_util.ts";
+} from "../_support/child.ts";
+import { fileSize, walPath } from "../_support/files.ts";
+import { consumeList, textOf, tryPublish } from "../_support/http.ts";
 
 const TOPIC = "torn";
 
@@ -51,12 +49,12 @@ function frames(bytes: Uint8Array): Frame[] {
 
 /** Payloads the default group would take next, in order, without taking them. */
 async function held(child: ChildBroker): Promise<string[]> {
-  return (await consume(child.url, TOPIC, "peek=true&limit=1000")).map(text);
+  return (await consumeList(child.url, TOPIC, "peek=true&limit=1000")).map(textOf);
 }
 
 async function publishAll(child: ChildBroker, payloads: string[]): Promise<void> {
   for (const p of payloads) {
-    const r = await publish(child.url, TOPIC, p);
+    const r = await tryPublish(child.url, TOPIC, p);
     assert.equal(r.status, 201, `${p}: ${JSON.stringify(r.body)}`);
   }
 }
@@ -132,8 +130,8 @@ for (const d of DAMAGES) {
         let child = await start(dir);
         // 25 publishes, 5 of them acked (an ACK record), then 5 more: the last record is a PUBLISH.
         await publishAll(child, Array.from({ length: 25 }, (_, i) => `torn-${i}`));
-        const acked = await consume(child.url, TOPIC, "limit=5&auto_ack=true");
-        assert.deepEqual(acked.map(text), ["torn-0", "torn-1", "torn-2", "torn-3", "torn-4"]);
+        const acked = await consumeList(child.url, TOPIC, "limit=5&auto_ack=true");
+        assert.deepEqual(acked.map(textOf), ["torn-0", "torn-1", "torn-2", "torn-3", "torn-4"]);
         await publishAll(child, Array.from({ length: 5 }, (_, i) => `torn-${25 + i}`));
         await stop(child, "SIGKILL");
 
@@ -203,25 +201,6 @@ Deno.test({
     }),
 });
 
-/** Runs main.ts to its exit (bounded); for start-ups that must fail. */
-async function runToExit(dir: string): Promise<{ code: number; stderr: string }> {
-  const mainTs = new URL("../../main.ts", import.meta.url).pathname;
-  const proc = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", mainTs, "--port", "0", "--data-dir", dir],
-    env: { NO_COLOR: "1" },
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 15_000);
-  try {
-    const out = await proc.output();
-    return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 Deno.test({
   name: "a WAL file of an unknown format version stops start-up, naming the file, losing nothing",
   sanitizeOps: false,
@@ -231,7 +210,7 @@ Deno.test({
       let child = await start(dir);
       for (const t of ["fine", "future"]) {
         for (let i = 0; i < 3; i++) {
-          assert.equal((await publish(child.url, t, `${t}-${i}`)).status, 201);
+          assert.equal((await tryPublish(child.url, t, `${t}-${i}`)).status, 201);
         }
       }
       assert.equal((await stop(child, "SIGTERM")).code, 0);
@@ -243,7 +222,7 @@ Deno.test({
       await Deno.writeFile(future, bumped);
       const fineBefore = await Deno.readFile(walPath(dir, "fine"));
 
-      const { code, stderr } = await runToExit(dir);
+      const { code, stderr } = await runMain({ dataDir: dir, args: ["--port", "0"] });
       assert.notEqual(code, 0, `start-up must fail:\n${stderr}`);
       assert.doesNotMatch(stderr, /"msg":"listening"/);
       assert.doesNotMatch(stderr, /^\s+at /m, "no stack trace");
@@ -260,7 +239,7 @@ Deno.test({
       await Deno.writeFile(future, original);
       child = await start(dir);
       for (const t of ["fine", "future"]) {
-        const got = (await consume(child.url, t, "peek=true&limit=10")).map(text);
+        const got = (await consumeList(child.url, t, "peek=true&limit=10")).map(textOf);
         assert.deepEqual(got, [`${t}-0`, `${t}-1`, `${t}-2`]);
       }
       await stop(child, "SIGTERM");
@@ -275,7 +254,7 @@ Deno.test({
     withDataDir(async (dir) => {
       const junk = new TextEncoder().encode("this is not a write-ahead log, keep me\n");
       await Deno.writeFile(walPath(dir, "stranger"), junk);
-      const { code, stderr } = await runToExit(dir);
+      const { code, stderr } = await runMain({ dataDir: dir, args: ["--port", "0"] });
       assert.notEqual(code, 0, `start-up must fail:\n${stderr}`);
       assert.match(stderr, /stranger\.wal/);
       assert.doesNotMatch(stderr, /^\s+at /m, "no stack trace");
@@ -292,7 +271,7 @@ for (const size of [0, 10]) {
       withDataDir(async (dir) => {
         let child = await start(dir);
         await publishAll(child, ["kept"]);
-        assert.equal((await publish(child.url, "fresh", "x")).status, 201);
+        assert.equal((await tryPublish(child.url, "fresh", "x")).status, 201);
         await stop(child, "SIGKILL");
         // A SIGKILL right after `fresh.wal` was created leaves it empty or with half a header.
         const fresh = walPath(dir, "fresh");
@@ -363,7 +342,7 @@ Deno.test({
       const path = walPath(dir, TOPIC);
       let child = await start(dir);
       await publishAll(child, Array.from({ length: 10 }, (_, i) => `ack-${i}`));
-      const taken = await consume(child.url, TOPIC, "limit=4&auto_ack=true");
+      const taken = await consumeList(child.url, TOPIC, "limit=4&auto_ack=true");
       assert.equal(taken.length, 4);
       await publishAll(child, ["later"]);
       await stop(child, "SIGKILL");

@@ -13,9 +13,10 @@ import { createHandler, ROUTES } from "../../routes/app.ts";
 import { authHook } from "../../routes/auth.ts";
 import { json } from "../../routes/http.ts";
 import type { Route } from "../../routes/router.ts";
-import { spawnBroker, startBroker } from "../_support/server.ts";
-import { assertProblem, call, Failures } from "../routes/_http.ts";
-import { callRoute, waitForLog } from "./_ops.ts";
+import { Failures } from "../_support/assert.ts";
+import { parseLogLine, runMain, spawnBroker } from "../_support/child.ts";
+import { assertProblem, call } from "../_support/http.ts";
+import { startBroker } from "../_support/server.ts";
 
 const FULL = "full-key-7c1e0b";
 const KEYS: Record<KeyScope, string> = {
@@ -26,6 +27,58 @@ const KEYS: Record<KeyScope, string> = {
 const API_KEYS = `${FULL},${KEYS.publish}:publish,${KEYS.consume}:consume,${KEYS.admin}:admin`;
 
 const bearer = (k: string) => ({ authorization: `Bearer ${k}` });
+
+/** Values for every path parameter a route may have. */
+const PARAMS: Record<string, string> = { topic: "t1", id: "0190b8a2-0000-7000-8000-000000000001" };
+
+/**
+ * A JSON body that satisfies every JSON route's required fields (topics, groups, requeue, batch
+ * ack, dashboard publish/consume, webhooks), so a route added later gets a plausible request too.
+ */
+const BODY = {
+  name: "t-created",
+  topic: "t1",
+  group: "g-created",
+  queue: "t1",
+  payload: "hello",
+  id: PARAMS.id,
+  ids: [PARAMS.id],
+  url: "http://127.0.0.1:9/hook",
+};
+
+/** The path of a route with its parameters filled in, and the `queue`/`topic` query. */
+function pathOf(route: Route): string {
+  const path = route.pattern.replace(/:(\w+)/g, (_, name: string) => PARAMS[name] ?? "x1");
+  return `${path}?queue=t1&topic=t1`;
+}
+
+/** Sends a plausible request for a route; reads only the status (a stream's body is dropped). */
+async function callRoute(
+  base: string,
+  route: Route,
+  headers: Record<string, string> = {},
+  path = pathOf(route),
+): Promise<{ status: number; code?: string; text: string }> {
+  const init: RequestInit = { method: route.method, headers: { ...headers } };
+  if (route.method === "POST" && route.pattern.startsWith("/publish/")) {
+    init.body = "hello";
+  } else if (route.method === "POST" || route.method === "PUT") {
+    init.body = JSON.stringify(BODY);
+    (init.headers as Record<string, string>)["content-type"] = "application/json";
+  }
+  const res = await fetch(base + path, init);
+  const streaming = (res.headers.get("content-type") ?? "").startsWith("text/event-stream");
+  if (streaming) {
+    await res.body?.cancel();
+    return { status: res.status, text: "" };
+  }
+  const text = await res.text();
+  let code: string | undefined;
+  try {
+    code = JSON.parse(text).code;
+  } catch { /* not JSON */ }
+  return { status: res.status, code, text };
+}
 
 /** Drain ends the broker's service, so it goes last. */
 function routesDrainLast(): Route[] {
@@ -229,7 +282,7 @@ Deno.test("auth: the keys file is read at start and re-read on SIGHUP; a bad fil
     await Deno.writeTextFile(file, "file-key-three:publish+consume\n");
     let from = child.logs.length;
     child.kill("SIGHUP");
-    const rec = await waitForLog(child.logs, "api keys reloaded", {}, from);
+    const rec = parseLogLine(await child.logged("api keys reloaded", from))!;
     assert.equal(rec.keys, 2, "one key from the file, one from BROKER_API_KEYS");
     assert.equal(await status("file-key-one"), 401);
     assert.equal(await status("file-key-three"), 201);
@@ -238,7 +291,7 @@ Deno.test("auth: the keys file is read at start and re-read on SIGHUP; a bad fil
     await Deno.writeTextFile(file, "file-key-four:sudo\n");
     from = child.logs.length;
     child.kill("SIGHUP");
-    await waitForLog(child.logs, "api keys not reloaded; the previous keys stay in use", {}, from);
+    await child.logged("api keys not reloaded; the previous keys stay in use", from);
     assert.equal(await status("file-key-three"), 201);
     assert.equal(await status("file-key-four"), 401);
 
@@ -261,19 +314,8 @@ Deno.test("auth: a bad key setting stops start-up with one line naming it, never
       [{ BROKER_API_KEYS_FILE: "/nonexistent/ferry-keys" }, "BROKER_API_KEYS_FILE"],
     ] as const
   ) {
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "-A",
-        new URL("../../main.ts", import.meta.url).pathname,
-        "--data-dir",
-        ":memory:",
-      ],
-      env: { NO_COLOR: "1", ...env },
-      stdout: "null",
-      stderr: "piped",
-    }).output();
-    const err = new TextDecoder().decode(out.stderr).trim();
+    const out = await runMain({ dataDir: ":memory:", env });
+    const err = out.stderr.trim();
     assert.notEqual(out.code, 0, err);
     assert.equal(err.split("\n").length, 1, err);
     assert.ok(err.includes(name), err);

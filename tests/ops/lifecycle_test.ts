@@ -5,10 +5,15 @@
 
 import assert from "node:assert/strict";
 import { SETTINGS } from "../../lib/config.ts";
-import type { ChildBroker } from "../_support/server.ts";
-import { drain, logLines, start, stop, withDataDir } from "../durability/_util.ts";
-
-const MAIN = new URL("../../main.ts", import.meta.url).pathname;
+import {
+  type ChildBroker,
+  logLines,
+  runMain,
+  start,
+  stop,
+  withDataDir,
+} from "../_support/child.ts";
+import { drain } from "../_support/http.ts";
 
 Deno.test({
   name:
@@ -67,20 +72,8 @@ Deno.test({
     }),
 });
 
-async function runMain(args: string[], env: Record<string, string> = {}) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", MAIN, ...args],
-    env: { NO_COLOR: "1", ...env },
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
-
 Deno.test("main.ts --help exits 0 and lists every setting with its flag and default", async () => {
-  const { code, stdout } = await runMain(["--help"]);
+  const { code, stdout } = await runMain({ dataDir: ":memory:", args: ["--help"] });
   assert.equal(code, 0);
   for (const s of SETTINGS) {
     const row = stdout.split("\n").find((l) => l.includes(` ${s.env} `) || l.endsWith(s.env));
@@ -102,7 +95,7 @@ Deno.test("a bad setting stops start-up with one stderr line naming it and no st
     [{ BROKER_MAX_MEMORY: "150%" }, [], "BROKER_MAX_MEMORY"],
   ];
   for (const [env, args, name] of cases) {
-    const { code, stderr } = await runMain(["--data-dir", ":memory:", ...args], env);
+    const { code, stderr } = await runMain({ dataDir: ":memory:", args, env });
     const what = `${JSON.stringify(env)} ${args.join(" ")}: exit ${code}\n${stderr}`;
     assert.notEqual(code, 0, what);
     assert.equal(stderr.trim().split("\n").length, 1, what);
@@ -116,8 +109,10 @@ Deno.test("a port in use stops start-up with a clear line; BROKER_LOG_LEVEL filt
   try {
     const port = String((taken.addr as Deno.NetAddr).port);
     for (const [level, showsInfo] of [["info", true], ["error", false]] as const) {
-      const { code, stderr } = await runMain(["--data-dir", ":memory:", "--port", port], {
-        BROKER_LOG_LEVEL: level,
+      const { code, stderr } = await runMain({
+        dataDir: ":memory:",
+        args: ["--port", port],
+        env: { BROKER_LOG_LEVEL: level },
       });
       const what = `level ${level}: exit ${code}\n${stderr}`;
       assert.equal(code, 1, what);

@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { startTaskEnv } from "../_support/start_task.ts";
-import { logLines, start, stop, withDataDir } from "../durability/_util.ts";
+import { logLines, start, stop, withDataDir } from "../_support/child.ts";
 
 const MIB = 1024 * 1024;
 /** Keeps 2 MiB payloads in memory: these tests are about memory that payloads hold. */

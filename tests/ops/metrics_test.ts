@@ -4,9 +4,9 @@
  */
 
 import assert from "node:assert/strict";
-import { startBroker } from "../_support/server.ts";
-import { call, withBroker } from "../routes/_http.ts";
-import { busyState, parseMetrics, type Sample, valueOf } from "./_ops.ts";
+import { call } from "../_support/http.ts";
+import { parseMetrics, type Sample, valueOf } from "../_support/metrics.ts";
+import { busyState, startBroker, withBroker } from "../_support/server.ts";
 
 const PROMETHEUS = "/usr/bin/prometheus";
 

@@ -6,7 +6,7 @@
  * `tools/soak.ts` runs it for minutes, `tests/ops/soak_test.ts` for seconds.
  */
 
-import { type ChildBroker, spawnBroker } from "../_support/server.ts";
+import { type ChildBroker, spawnBroker } from "../_support/child.ts";
 import { startTaskEnv } from "../_support/start_task.ts";
 import { HELD_CONNS, IDLE_TOPIC, Load, maxOf, setUp, sleep } from "./soak_load.ts";
 
@@ -273,7 +273,7 @@ export async function runSoak(o: SoakOptions, hooks: SoakHooks = {}): Promise<So
     try {
       load?.client.close();
     } catch { /* closed already */ }
-    await sleep(0); // spawnBroker's stderr reader sees the end of the pipe
+    await child?.ended;
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
 }

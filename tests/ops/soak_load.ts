@@ -4,7 +4,7 @@
  * reads, clients that leave mid-request, and connections held silent or half-sent throughout.
  */
 
-import { parseMetrics } from "./_ops.ts";
+import { parseMetrics } from "../_support/metrics.ts";
 import type { QueueItem, SoakOptions, Totals } from "./soak.ts";
 
 const JSON_HEADERS = { "content-type": "application/json" };

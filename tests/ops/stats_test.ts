@@ -1,9 +1,9 @@
 /** GET /api/stats, GET /api/cluster/status, GET /healthz, and their agreement with /metrics. */
 
 import assert from "node:assert/strict";
-import { startBroker } from "../_support/server.ts";
-import { call, type Json, withBroker } from "../routes/_http.ts";
-import { busyState, parseMetrics, valueOf } from "./_ops.ts";
+import { call, type Json } from "../_support/http.ts";
+import { parseMetrics, valueOf } from "../_support/metrics.ts";
+import { busyState, startBroker, withBroker } from "../_support/server.ts";
 
 Deno.test("GET /api/stats answers uptime, totals and per-topic, per-group figures", async () => {
   await withBroker({}, async (ctx) => {

@@ -8,31 +8,13 @@ import {
   assertEmpty,
   assertProblem,
   consume,
-  type Ctx,
+  deadLetter,
   type Json,
   publish,
+  requeue,
   textOf,
-  withBroker,
-} from "./_http.ts";
-
-/** Requeues a consumed message and asserts 200; returns the answer. */
-async function requeue(ctx: Ctx, msg: Json, query = ""): Promise<Json> {
-  const res = await ctx.call("POST", `/requeue${query ? "?" + query : ""}`, { json: msg });
-  assert.equal(res.status, 200, res.text);
-  return res.body;
-}
-
-/** Publishes one message and requeues it until it is dead-lettered; returns its id. */
-async function deadLetter(ctx: Ctx, topic: string, text: string): Promise<string> {
-  const p = await publish(ctx, topic, text);
-  for (let i = 1; i <= 3; i++) {
-    const m = await consume(ctx, topic);
-    assert.equal(m.id, p.id);
-    const r = await requeue(ctx, m);
-    assert.equal(r.status, i < 3 ? "requeued" : "dead_lettered");
-  }
-  return p.id;
-}
+} from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
 Deno.test("POST /ack/{topic}/{id} answers 204 and the message is gone for good", async () => {
   await withBroker({}, async (ctx) => {

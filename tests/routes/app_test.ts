@@ -11,8 +11,8 @@ import {
   consume,
   publish,
   rawRequest,
-  withBroker,
-} from "./_http.ts";
+} from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
 /** A Host header fetch would never send; the runtime hands such requests to the handler. */
 const BAD_HOSTS = ["@", "a@b@c", "[::1", "exa mple", "%00", ":::::", "a:99999999"];

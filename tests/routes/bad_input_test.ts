@@ -4,16 +4,10 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  assertProblem,
-  type CallInit,
-  consume,
-  type Ctx,
-  exists,
-  Failures,
-  publish,
-  withBroker,
-} from "./_http.ts";
+import { Failures } from "../_support/assert.ts";
+import { exists } from "../_support/files.ts";
+import { assertProblem, type CallInit, consume, publish } from "../_support/http.ts";
+import { type TestBroker, withBroker } from "../_support/server.ts";
 
 const MB2 = 2 * 1024 * 1024;
 const TOKEN = `escape-${crypto.randomUUID().slice(0, 8)}`;
@@ -403,7 +397,7 @@ function badRequest(i: number): [string, string, CallInit?] {
 }
 
 /** Runs `n` bad requests, `width` at a time, and checks each got a 4xx problem. */
-async function hammer(ctx: Ctx, n: number, width: number): Promise<void> {
+async function hammer(ctx: TestBroker, n: number, width: number): Promise<void> {
   let next = 0;
   const failures: string[] = [];
   async function worker() {

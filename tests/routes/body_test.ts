@@ -5,14 +5,8 @@
 
 import assert from "node:assert/strict";
 import { BODY_STALL_MS, cancelStalledReads } from "../../routes/body.ts";
-import {
-  assertProblem,
-  assertRawProblem,
-  consume,
-  publish,
-  rawRequest,
-  withBroker,
-} from "./_http.ts";
+import { assertProblem, assertRawProblem, consume, publish, rawRequest } from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
 const deep = (n: number, leaf = "1") => "[".repeat(n) + leaf + "]".repeat(n);
 

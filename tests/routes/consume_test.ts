@@ -13,8 +13,8 @@ import {
   publish,
   settle,
   textOf,
-  withBroker,
-} from "./_http.ts";
+} from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
 Deno.test("GET /consume with limit=1 (the default) answers one Message object", async () => {
   await withBroker({}, async (ctx) => {

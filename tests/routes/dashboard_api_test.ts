@@ -3,20 +3,21 @@
  */
 
 import assert from "node:assert/strict";
+import { exists } from "../_support/files.ts";
 import {
   assertEmpty,
   assertProblem,
   consume,
-  type Ctx,
-  exists,
+  deadLetter,
   type Json,
   publish,
+  queues,
   settle,
   textOf,
-  withBroker,
-} from "./_http.ts";
+  UUID_V7,
+} from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
-const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const ITEM_FIELDS = [
   "name",
   "depth",
@@ -29,27 +30,6 @@ const ITEM_FIELDS = [
   "oldest_age_seconds",
 ];
 
-/** The items of GET /api/queues, whether it answers an array or wraps it in an object. */
-async function queues(ctx: Ctx): Promise<Json[]> {
-  const res = await ctx.call("GET", "/api/queues");
-  assert.equal(res.status, 200, res.text);
-  const list = Array.isArray(res.body)
-    ? res.body
-    : Object.values(res.body ?? {}).find((v) => Array.isArray(v));
-  assert.ok(Array.isArray(list), `no queue list in ${res.text}`);
-  return list as Json[];
-}
-
-/** Moves one fresh message of `topic` into `{topic}.dlq` with three requeues. */
-async function deadLetter(ctx: Ctx, topic: string): Promise<void> {
-  await publish(ctx, topic, "dead");
-  for (let i = 0; i < 3; i++) {
-    const m = await consume(ctx, topic);
-    const r = await ctx.call("POST", "/requeue", { json: m });
-    assert.equal(r.status, 200, r.text);
-  }
-}
-
 /** POST /webhook/{topic} arrives with the webhooks issue. */
 const WEBHOOKS_PENDING = true;
 
@@ -57,13 +37,13 @@ Deno.test("GET /api/queues lists every queue with the contract's fields", async 
   await withBroker({}, async (ctx) => {
     await ctx.call("POST", "/api/topics", { json: { name: "shop", retain: "1h" } });
     await ctx.call("POST", "/api/groups", { json: { topic: "shop", group: "billing" } });
-    await deadLetter(ctx, "shop");
+    await deadLetter(ctx, "shop", "dead");
     for (const t of ["a", "b", "c"]) await publish(ctx, "shop", t);
     await publish(ctx, "shop", "later", "delay=1m");
     await consume(ctx, "shop"); // one in flight
     await ctx.tick(5_000);
 
-    const items = await queues(ctx);
+    const items = [...(await queues(ctx)).values()];
     const shop = items.find((q) => q.name === "shop");
     assert.ok(shop, `shop not listed: ${JSON.stringify(items)}`);
     for (const k of ITEM_FIELDS) assert.ok(k in shop, `item lacks ${k}: ${JSON.stringify(shop)}`);
@@ -197,7 +177,7 @@ Deno.test("DELETE /api/queues/delete removes the queue and its WAL file", async 
     assert.equal(res.status, 200, res.text);
     assert.deepEqual(res.body, { queue: "gone", deleted: true });
     assert.equal(await exists(wal), false, "the WAL file is deleted");
-    const names = (await queues(ctx)).map((q) => q.name);
+    const names = [...(await queues(ctx)).keys()];
     assert.ok(!names.includes("gone"), JSON.stringify(names));
     // Publishing again starts a fresh, empty topic.
     await publish(ctx, "gone", "new");

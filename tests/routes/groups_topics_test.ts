@@ -8,13 +8,12 @@ import {
   assertEmpty,
   assertProblem,
   consume,
+  ISO_UTC,
   type Json,
   publish,
   settle,
-  withBroker,
-} from "./_http.ts";
-
-const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
+} from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
 /** Group names from GET /api/groups, whether it lists strings or group objects. */
 function groupNames(body: Json): string[] {

@@ -3,15 +3,9 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  assertProblem,
-  type CallInit,
-  Failures,
-  publish,
-  type Res,
-  settle,
-  withBroker,
-} from "./_http.ts";
+import { Failures } from "../_support/assert.ts";
+import { assertProblem, type CallInit, publish, type Res, settle } from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
 Deno.test("GET /healthz answers 200 {status:ok, version, uptime_seconds} without cluster fields", async () => {
   await withBroker({}, async (ctx) => {

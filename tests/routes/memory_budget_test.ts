@@ -7,7 +7,8 @@
 
 import assert from "node:assert/strict";
 import { MESSAGE_OVERHEAD_BYTES } from "../../lib/memory.ts";
-import { assertProblem, consume, publish, rawRequest, withBroker } from "./_http.ts";
+import { assertProblem, consume, publish, rawRequest } from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
 const MIB = 1024 * 1024;
 const big = () => new Uint8Array(2 * MIB).fill(0x62);

@@ -4,23 +4,20 @@
  */
 
 import assert from "node:assert/strict";
-import { startBroker } from "../_support/server.ts";
 import {
   assertEmpty,
   assertProblem,
-  bind,
-  Clock,
   consume,
   fromBase64,
+  ISO_UTC,
   type Json,
   publish,
   settle,
   textOf,
-  withBroker,
-} from "./_http.ts";
+  UUID_V7,
+} from "../_support/http.ts";
+import { bind, Clock, startBroker, withBroker } from "../_support/server.ts";
 
-const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
-const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 const MB2 = 2 * 1024 * 1024;
 
 /** Milliseconds encoded in the first 48 bits of a UUIDv7. */
