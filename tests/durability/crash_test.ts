@@ -5,7 +5,7 @@
  * dead-letter queues, and during redrives onto busy topics.
  */
 
-import assert from "node:assert/strict";
+import { assertEquals, AssertionError } from "../_support/assert.ts";
 import { crashLoop, SCENARIOS } from "./crash_loop.ts";
 import type { MessageJson } from "../../lib/message.ts";
 import { start, stop, withDataDir } from "../_support/child.ts";
@@ -63,11 +63,11 @@ Deno.test({
         return { status: res.status, body: await json<Record<string, unknown>>(res) };
       };
       await Promise.all(topics.map(async (t) => {
-        assert.equal((await tryPublish(child.url, t, `msg-${t}`)).status, 201);
+        assertEquals((await tryPublish(child.url, t, `msg-${t}`)).status, 201);
         for (let i = 1; i <= 2; i++) {
           const [m] = await consumeList(child.url, t, "limit=1");
           const r = await requeue(m!);
-          assert.equal(r.body.retry_count, i, JSON.stringify(r.body));
+          assertEquals(r.body.retry_count, i, JSON.stringify(r.body));
         }
       }));
       // The third requeue of each moves it to `{topic}.dlq`, a topic (and file) not yet made.
@@ -84,7 +84,7 @@ Deno.test({
         } catch {
           return; // in flight at the kill
         }
-        assert.equal(r.body.status, "dead_lettered", JSON.stringify(r.body));
+        assertEquals(r.body.status, "dead_lettered", JSON.stringify(r.body));
         answered.add(m.topic);
         if (answered.size === killAfter) child.kill("SIGKILL");
       }));
@@ -108,7 +108,7 @@ Deno.test({
         }
       }
       await stop(child, "SIGKILL");
-      assert.deepEqual(
+      assertEquals(
         problems,
         [],
         `${answered.size} of ${n} moves answered before the kill; ${problems.length} problems`,
@@ -135,11 +135,11 @@ Deno.test({
             headers: { "content-type": "application/json" },
           });
           await res.body?.cancel();
-          assert.equal(res.status, 200);
+          assertEquals(res.status, 200);
         };
         await Promise.all(topics.map(async (t) => {
           for (let k = 0; k < perTopic; k++) {
-            assert.equal((await tryPublish(child.url, t, `dead-${t}-${k}`)).status, 201);
+            assertEquals((await tryPublish(child.url, t, `dead-${t}-${k}`)).status, 201);
           }
           for (let r = 0; r < 3; r++) {
             for (const m of await consumeList(child.url, t, `limit=${perTopic}`)) await requeue(m);
@@ -169,14 +169,14 @@ Deno.test({
               method: "POST",
             });
             const body = await json<{ moved: number }>(res);
-            assert.equal(body.moved, perTopic);
+            assertEquals(body.moved, perTopic);
             answered.add(t);
             if (answered.size === killAfter) {
               stopping = true;
               child.kill("SIGKILL");
             }
           } catch (e) {
-            if (e instanceof assert.AssertionError) throw e;
+            if (e instanceof AssertionError) throw e;
           }
         }));
         stopping = true;
@@ -198,7 +198,7 @@ Deno.test({
         }
         await stop(child, "SIGKILL");
         report.push(`trial ${trial}: ${answered.size} of ${topics.length} redrives answered`);
-        assert.deepEqual(lost, [], `${report.join("; ")}: ${lost.length} dead letters lost`);
+        assertEquals(lost, [], `${report.join("; ")}: ${lost.length} dead letters lost`);
       });
     }
   },

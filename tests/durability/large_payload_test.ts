@@ -5,7 +5,7 @@
  * the same test guards payloads kept in memory and payloads served from the WAL file.
  */
 
-import assert from "node:assert/strict";
+import { assertEquals } from "../_support/assert.ts";
 import { logLines, start, stop, withDataDir } from "../_support/child.ts";
 import { consumeList, drain, json, publish, requeue } from "../_support/http.ts";
 
@@ -49,7 +49,7 @@ Deno.test({
       }
       // Peeks and consumes answer the bytes that were published.
       for (const m of await consumeList(child.url, "big", "peek=true&limit=1000")) {
-        assert.equal(await hashOf(m), hashes.get(m.id), `peek of ${m.id}`);
+        assertEquals(await hashOf(m), hashes.get(m.id), `peek of ${m.id}`);
       }
       // A message of its own topic goes to the DLQ by three requeues, then back by redrive.
       const poison = randomPayload(1024 * KIB);
@@ -57,27 +57,30 @@ Deno.test({
       hashes.set(poisonId, await sha256(poison));
       for (let attempt = 1; attempt <= 3; attempt++) {
         const [m] = await consumeList(child.url, "dl", "limit=1");
-        assert.equal(await hashOf(m!), hashes.get(poisonId));
-        assert.equal((await requeue(child, m)).status, attempt < 3 ? "requeued" : "dead_lettered");
+        assertEquals(await hashOf(m!), hashes.get(poisonId));
+        assertEquals(
+          (await requeue(child, m)).status,
+          attempt < 3 ? "requeued" : "dead_lettered",
+        );
       }
       const [dead] = await consumeList(child.url, "dl.dlq", "peek=true");
-      assert.equal(await hashOf(dead!), hashes.get(poisonId), "the dead letter");
+      assertEquals(await hashOf(dead!), hashes.get(poisonId), "the dead letter");
       const redrive = await fetch(`${child.url}/api/queues/redrive?queue=dl`, { method: "POST" });
-      assert.equal((await json<{ moved: number }>(redrive)).moved, 1);
+      assertEquals((await json<{ moved: number }>(redrive)).moved, 1);
       const [redriven] = await consumeList(child.url, "dl", "peek=true");
-      assert.equal(await hashOf(redriven!), hashes.get(poisonId), "the redriven message");
+      assertEquals(await hashOf(redriven!), hashes.get(poisonId), "the redriven message");
       // Acking half leaves the file mostly garbage: compaction rewrites it around the rest.
       const taken = await drain(child.url, "big", "limit=1000");
       const acked = new Set<string>();
       for (const [i, m] of taken.entries()) {
-        assert.equal(await hashOf(m), hashes.get(m.id), `consume of ${m.id}`);
+        assertEquals(await hashOf(m), hashes.get(m.id), `consume of ${m.id}`);
         if (i % 2) continue;
         const res = await fetch(`${child.url}/ack/big/${m.id}`, { method: "POST" });
-        assert.equal(res.status, 204);
+        assertEquals(res.status, 204);
         await res.body?.cancel();
         acked.add(m.id);
       }
-      assert.equal(taken.length, hashes.size - 1, "every message was taken once");
+      assertEquals(taken.length, hashes.size - 1, "every message was taken once");
       await child.logged("compacted");
       await stop(child, "SIGKILL");
 
@@ -90,8 +93,8 @@ Deno.test({
         await Promise.all(back.map(async (m) => [m.id, await hashOf(m)] as const)),
       );
       const expected = [...hashes].filter(([id]) => !acked.has(id));
-      assert.deepEqual([...found].sort(), expected.sort(), "what survives, byte for byte");
-      assert.equal(logLines(child).filter((l) => l.level === "warn").length, 0);
+      assertEquals([...found].sort(), expected.sort(), "what survives, byte for byte");
+      assertEquals(logLines(child).filter((l) => l.level === "warn").length, 0);
       await stop(child, "SIGTERM");
     }),
 });
