@@ -1,8 +1,11 @@
 /**
  * Test support: `main.ts` as a child process, for what only a real process shows (SIGKILL,
  * SIGTERM, start-up failures, descriptor limits): spawned and always stopped, run to its exit,
- * and its stderr log read as JSON lines.
+ * and its stderr log read as JSON lines. It runs with the `start` task's permissions, so the
+ * tests exercise production's permission set.
  */
+
+import { startTaskPermissions } from "./start_task.ts";
 
 /** The broker's entry point. */
 export const MAIN = new URL("../../main.ts", import.meta.url).pathname;
@@ -37,9 +40,12 @@ export async function readLines(
   if (buf) onLine(buf);
 }
 
-/** The `deno` arguments that run main.ts on `dataDir`, before main.ts's own flags. */
-function runArgs(_dataDir: string, _read: string[]): string[] {
-  return ["run", "-A", MAIN];
+/**
+ * The `deno` arguments that run main.ts on `dataDir`, before main.ts's own flags: the start
+ * task's permissions, for that data dir and the files in `read`.
+ */
+function runArgs(dataDir: string, read: string[]): string[] {
+  return ["run", ...startTaskPermissions(dataDir, read), MAIN];
 }
 
 export interface ChildBroker {
