@@ -5,6 +5,7 @@
  */
 
 import type { MessageJson } from "../../lib/message.ts";
+import type { queueJson } from "../../routes/admin.ts";
 import { assert, assertEquals, assertMatch } from "./assert.ts";
 
 /** Parsed JSON of a response; tests poke at its fields freely. */
@@ -182,18 +183,8 @@ export async function deadLetter(target: Target, topic: string, text: string): P
   return p.id;
 }
 
-/** One item of GET /api/queues. */
-export interface QueueItem {
-  name: string;
-  depth: number;
-  in_flight: number;
-  delayed: number;
-  dlq_depth: number;
-  groups: unknown;
-  policy: string;
-  retain: string | null;
-  oldest_age_seconds: number;
-}
+/** One item of GET /api/queues, as the route builds it. */
+export type QueueItem = ReturnType<typeof queueJson>;
 
 /** GET /api/queues, by name (accepts an array or `{queues:[...]}`). */
 export async function queues(target: Target): Promise<Map<string, QueueItem>> {

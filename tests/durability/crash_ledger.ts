@@ -6,7 +6,6 @@
 import type { MessageJson } from "../../lib/message.ts";
 import type { ChildBroker } from "../_support/child.ts";
 import { drain, queues, textOf } from "../_support/http.ts";
-import type { IterationReport } from "./crash_loop.ts";
 
 export const TOPICS = ["crash-a", "crash-b", "crash-c"];
 /** The attempt that brings retry_count to this moves a message to `{topic}.dlq` (README). */
@@ -48,7 +47,13 @@ export class Ledger {
   }
 }
 
-export type Held = Pick<IterationReport, "held" | "leasedBack" | "inDlq" | "split">;
+/** What a check after a restart found: copies held, leases given back, DLQ copies, split moves. */
+export interface Held {
+  held: number;
+  leasedBack: number;
+  inDlq: number;
+  split: number;
+}
 
 /** Checks every copy of one payload found after a restart against the ledger. */
 function check(ledger: Ledger, payload: string, copies: MessageJson[], held: Held): void {

@@ -10,7 +10,7 @@ import type { MessageJson } from "../../lib/message.ts";
 import { type ChildBroker, logLines, start, stop, withDataDir } from "../_support/child.ts";
 import { consumeList, json, textOf } from "../_support/http.ts";
 import { prng } from "../_support/prng.ts";
-import { ATTEMPTS, Ledger, TOPICS, verify } from "./crash_ledger.ts";
+import { ATTEMPTS, type Held, Ledger, TOPICS, verify } from "./crash_ledger.ts";
 
 const PUBLISHERS = 16;
 /** Each iteration kills the broker once this many publishes (plus a random part) were answered. */
@@ -64,8 +64,8 @@ export const SCENARIOS = {
   },
 } satisfies Record<string, Omit<CrashLoopOptions, "iterations" | "seed">>;
 
-/** The counts of one iteration: its traffic, what was in flight at the kill, the recovery. */
-export interface IterationReport {
+/** The counts of one iteration: its traffic, what was in flight at the kill, the recovery, what was held. */
+export interface IterationReport extends Held {
   iteration: number;
   published: number;
   delivered: number;
@@ -75,10 +75,6 @@ export interface IterationReport {
   killedAfterMs: number;
   inFlight: { publishes: number; acks: number; requeues: number; leased: number };
   recovered: { messages: number; records: number; durationMs: number };
-  held: number;
-  leasedBack: number;
-  inDlq: number;
-  split: number;
 }
 
 /** A whole run: its seed, each iteration, and the ledger's problems (empty when it held). */

@@ -8,7 +8,7 @@
 
 import { type ChildBroker, spawnBroker } from "../_support/child.ts";
 import { startTaskEnv } from "../_support/start_task.ts";
-import { HELD_CONNS, IDLE_TOPIC, Load, maxOf, setUp, sleep } from "./soak_load.ts";
+import { HELD_CONNS, IDLE_TOPIC, Load, maxOf, setUp, sleep, type Totals } from "./soak_load.ts";
 
 /** Open fds allowed above the idle baseline once the load has stopped, plus one per new topic. */
 export const FD_MARGIN = 4;
@@ -81,15 +81,6 @@ export interface SoakHooks {
   /** Aborting kills the broker at once; runSoak() then rejects. */
   signal?: AbortSignal;
 }
-
-export type QueueItem = Record<"depth" | "in_flight" | "delayed" | "held" | "dlq_depth", number> & {
-  name: string;
-};
-export type Totals = Pick<Sample, "depth" | "inFlight" | "held"> & {
-  pending: number;
-  deadLettered: number;
-  topics: number;
-};
 
 /** VmRSS and the open fd count of a process; undefined once it is gone. */
 async function procFigures(pid: number): Promise<{ rssBytes: number; fds: number } | undefined> {
