@@ -1,80 +1,15 @@
 /**
- * Ferry's entry point: loadConfig → Broker.open (replays the WALs) → Deno.serve(createHandler).
+ * Ferry's entry point: loadConfig → openRuntime (runtime.ts; replays the WALs) → Deno.serve.
  * `deno task start` runs it; `deno serve main.ts` uses the default export instead.
  */
 
-import { type ApiKey, KeyRing, parseKeyFile, parseKeyList } from "./lib/auth.ts";
-import { Broker, type OpenOptions } from "./lib/broker.ts";
-import { type Config, ConfigError, helpText, loadConfig } from "./lib/config.ts";
+import { type Config, ConfigError, helpText, loadConfig, SETTINGS } from "./lib/config.ts";
 import { Logger } from "./lib/log.ts";
-import { Metrics } from "./lib/metrics.ts";
-import { type AppOptions, createHandler } from "./routes/app.ts";
-import { authHook } from "./routes/auth.ts";
-import { metricsHook } from "./routes/ops.ts";
+import { createHandler } from "./routes/app.ts";
+import { appOptions, authEnabled, openRuntime, readKeys, type Runtime } from "./runtime.ts";
 
 /** How long SIGTERM waits for in-flight requests before closing anyway. */
 const SHUTDOWN_GRACE_MS = 10_000;
-
-/** The broker and what production wires around it; tests get the same from startBroker(). */
-export interface Runtime {
-  broker: Broker;
-  metrics: Metrics;
-  /** The API keys; SIGHUP replaces them. */
-  keys: KeyRing;
-}
-
-/** Auth is on when either key setting is set; a keys file with no keys then refuses everyone. */
-function authEnabled(config: Config): boolean {
-  return config.apiKeys !== "" || config.apiKeysFile !== "";
-}
-
-/** The keys of BROKER_API_KEYS and the keys file; a ConfigError names the setting, never a key. */
-async function readKeys(config: Config): Promise<ApiKey[]> {
-  const keys = parseKeyList(config.apiKeys);
-  if (config.apiKeysFile) {
-    let text: string;
-    try {
-      text = await Deno.readTextFile(config.apiKeysFile);
-    } catch (e) {
-      throw new ConfigError(
-        `BROKER_API_KEYS_FILE: cannot read "${config.apiKeysFile}": ${(e as Error).message}`,
-      );
-    }
-    keys.push(...parseKeyFile(text));
-  }
-  return keys;
-}
-
-/** Reads the keys, opens the broker (replaying its WALs) and attaches the metrics. */
-export async function openRuntime(
-  config: Config,
-  log: Logger,
-  open: Pick<OpenOptions, "clock"> = {},
-): Promise<Runtime> {
-  const keys = new KeyRing(await readKeys(config));
-  const metrics = new Metrics();
-  const broker = await Broker.open(config, { ...open, log, onFsync: metrics.observeFsync });
-  metrics.attach(broker);
-  return { broker, metrics, keys };
-}
-
-/** The handler's hooks for this configuration: API keys, metrics, the access log. */
-export function appOptions(config: Config, log: Logger, rt: Runtime): AppOptions {
-  const opts: AppOptions = { log, before: [], after: [metricsHook(rt.metrics)] };
-  if (authEnabled(config)) opts.before!.push(authHook(rt.keys));
-  if (config.accessLog) {
-    opts.after!.push((req, route, res, seconds, requestId) => {
-      log.info("request", {
-        request_id: requestId,
-        method: req.method,
-        route: route?.pattern ?? "unmatched",
-        status: res.status,
-        duration_ms: Math.round(seconds * 100_000) / 100,
-      });
-    });
-  }
-  return opts;
-}
 
 async function start(config: Config, log: Logger): Promise<Runtime> {
   try {
@@ -245,6 +180,11 @@ function launchedByDenoServe(): boolean {
   }
 }
 
+/** The settings' variables, and no others: the start task grants `--allow-env=PORT,BROKER_*`. */
+function settingsEnv(): Record<string, string | undefined> {
+  return Object.fromEntries(SETTINGS.map((s) => [s.env, Deno.env.get(s.env)]));
+}
+
 let serveHandler: ((req: Request) => Promise<Response>) | undefined;
 
 /** For `deno serve main.ts`: the broker opens with settings from the environment. */
@@ -262,7 +202,7 @@ if (import.meta.main) {
   }
   let config: Config;
   try {
-    config = loadConfig(Deno.env.toObject(), launchedByDenoServe() ? [] : Deno.args);
+    config = loadConfig(settingsEnv(), launchedByDenoServe() ? [] : Deno.args);
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
     console.error(`ferry: ${e.message}`);

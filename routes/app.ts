@@ -8,7 +8,7 @@ import { BrokerError } from "../lib/errors.ts";
 import type { Logger } from "../lib/log.ts";
 import { cancelStalledReads } from "./body.ts";
 import { problem, Query } from "./http.ts";
-import { type Ctx, type Route, Router } from "./router.ts";
+import { type AfterHook, type BeforeHook, type Ctx, type Route, Router } from "./router.ts";
 import { publishRoutes } from "./publish.ts";
 import { consumeRoutes } from "./consume.ts";
 import { adminRoutes } from "./admin.ts";
@@ -25,17 +25,6 @@ export const ROUTES: Route[] = [
   ...dashboardRoutes,
   ...opsRoutes,
 ];
-
-/** Runs before a matched route; a returned Response answers instead (401, 403). */
-export type BeforeHook = (req: Request, route: Route, ctx: Ctx) => Response | undefined;
-/** Runs after every response (metrics, access log). `route` is undefined for 404/405. */
-export type AfterHook = (
-  req: Request,
-  route: Route | undefined,
-  res: Response,
-  seconds: number,
-  requestId: string,
-) => void;
 
 export interface AppOptions {
   before?: BeforeHook[];

@@ -6,9 +6,8 @@
 
 import { type KeyRing, SCOPE_BITS } from "../lib/auth.ts";
 import { BrokerError } from "../lib/errors.ts";
-import type { BeforeHook } from "./app.ts";
 import { problem } from "./http.ts";
-import type { Ctx, Route } from "./router.ts";
+import type { BeforeHook, Ctx, Route } from "./router.ts";
 
 const BEARER = /^bearer /i;
 

@@ -1,9 +1,8 @@
 /** What operators read: GET /metrics, GET /api/stats, GET /api/cluster/status. */
 
 import { Metrics, UNMATCHED } from "../lib/metrics.ts";
-import type { AfterHook } from "./app.ts";
 import { json } from "./http.ts";
-import type { Ctx, Route } from "./router.ts";
+import type { AfterHook, Ctx, Route } from "./router.ts";
 import { statsJson } from "./wire.ts";
 
 function stats(_req: Request, { broker }: Ctx): Response {

@@ -1,6 +1,7 @@
 /**
- * The route table's matcher: `/publish/:topic` style patterns split into segments, checked in
- * order. A trailing parameter may be missing (`/publish/`), so the handler can say which field.
+ * The route table: a row's type, the hooks that run around a route, and the matcher.
+ * `/publish/:topic` style patterns split into segments, checked in order. A trailing parameter
+ * may be missing (`/publish/`), so the handler can say which field.
  */
 
 import { BrokerError } from "../lib/errors.ts";
@@ -31,6 +32,17 @@ export interface Route {
   /** A GET that changes state (consume takes messages): HEAD is refused with 405, not run. */
   mutates?: true;
 }
+
+/** Runs before a matched route; a returned Response answers instead (401, 403). */
+export type BeforeHook = (req: Request, route: Route, ctx: Ctx) => Response | undefined;
+/** Runs after every response (metrics, access log). `route` is undefined for 404/405. */
+export type AfterHook = (
+  req: Request,
+  route: Route | undefined,
+  res: Response,
+  seconds: number,
+  requestId: string,
+) => void;
 
 interface Compiled extends Route {
   segments: string[];

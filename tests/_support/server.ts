@@ -1,13 +1,14 @@
 /**
- * Test support: a real broker on a loopback port, either in this process (fast, with a
- * hand-driven clock if wanted) or as a child process (for SIGKILL and SIGTERM tests).
+ * Test support: a real broker and Deno.serve on a loopback port in this process, wired as
+ * production wires it, with a clock the test moves by hand; `withBroker` always closes it.
  */
 
 import type { Broker } from "../../lib/broker.ts";
 import { type Config, defaultConfig } from "../../lib/config.ts";
 import { Logger } from "../../lib/log.ts";
 import { createHandler } from "../../routes/app.ts";
-import { appOptions, openRuntime, type Runtime } from "../../main.ts";
+import { appOptions, openRuntime, type Runtime } from "../../runtime.ts";
+import { call, type CallInit, type Res } from "./http.ts";
 
 export interface InProcessBroker {
   url: string;
@@ -21,7 +22,7 @@ export interface InProcessBroker {
 
 /**
  * Starts a broker and Deno.serve on 127.0.0.1:0 in this process, with a temp data dir, built by
- * main.ts's openRuntime() and appOptions(): the same hooks (API keys, metrics, access log) as
+ * runtime.ts's openRuntime() and appOptions(): the same hooks (API keys, metrics, access log) as
  * production. `log` receives the broker's log lines (default: none).
  */
 export async function startBroker(
@@ -49,100 +50,94 @@ export async function startBroker(
   };
 }
 
-export interface ChildBroker {
-  url: string;
-  port: number;
-  dataDir: string;
-  process: Deno.ChildProcess;
-  /** Every stderr line the child has printed so far. */
-  logs: string[];
-  /** Resolves with the first log line from line `from` on whose `msg` is `msg`. */
-  logged(msg: string, from?: number): Promise<string>;
-  /** Resolves with the exit status. */
-  exited: Promise<Deno.CommandStatus>;
-  kill(signal?: Deno.Signal): void;
+/** A clock the test moves by hand; the broker reads `fn`. */
+export class Clock {
+  now = Date.now();
+  readonly fn = (): number => this.now;
+  advance(ms: number): number {
+    this.now += ms;
+    return this.now;
+  }
+}
+
+/** A running broker plus the test's clock and helpers bound to its URL. */
+export interface TestBroker extends InProcessBroker {
+  clock: Clock;
+  call(method: string, path: string, init?: CallInit): Promise<Res>;
+  /** Starts a request without awaiting it; aborted at the end of the test if still open. */
+  start(method: string, path: string, init?: CallInit): Promise<Res>;
+  /** Moves the clock on and runs the broker's sweep at the new time. */
+  tick(ms: number): Promise<void>;
+}
+
+/** Runs `fn` against a fresh broker and always closes it (and aborts open requests). */
+export async function withBroker(
+  overrides: Partial<Config>,
+  fn: (ctx: TestBroker) => Promise<void>,
+  clock = new Clock(),
+): Promise<void> {
+  const b = await startBroker(overrides, { clock: clock.fn });
+  const ctx = bind(b, clock);
+  try {
+    await fn(ctx);
+  } finally {
+    await ctx.abortAll();
+    await b.close();
+  }
+}
+
+/** Binds the helpers to a started broker; `abortAll` ends requests still pending. */
+export function bind(
+  b: InProcessBroker,
+  clock: Clock,
+): TestBroker & { abortAll(): Promise<void> } {
+  const pending = new Set<{ ac: AbortController; p: Promise<unknown> }>();
+  return {
+    ...b,
+    clock,
+    call: (method, path, init) => call(b.url, method, path, init),
+    start(method, path, init = {}) {
+      const ac = new AbortController();
+      const p = call(b.url, method, path, { ...init, signal: ac.signal });
+      const entry = { ac, p: p.catch(() => {}) };
+      pending.add(entry);
+      p.finally(() => pending.delete(entry)).catch(() => {});
+      return p;
+    },
+    async tick(ms) {
+      await b.broker.sweep(clock.advance(ms));
+    },
+    async abortAll() {
+      for (const e of pending) e.ac.abort();
+      await Promise.all([...pending].map((e) => e.p));
+    },
+  };
 }
 
 /**
- * Spawns `main.ts` as its own process on a free port and resolves once it logs "listening".
- * The caller kills it; the data dir is the caller's too.
+ * Builds a broker state that exercises every figure: "orders" (a named group, in-flight, acked
+ * and delayed messages), "jobs" with one message dead-lettered into "jobs.dlq", and "temp" with
+ * one message expired by its TTL.
  */
-export async function spawnBroker(
-  opts: {
-    dataDir: string;
-    env?: Record<string, string>;
-    args?: string[];
-    /** Open files the process may hold (through util-linux `prlimit`). */
-    fdLimit?: number;
-  },
-): Promise<ChildBroker> {
-  const mainTs = new URL("../../main.ts", import.meta.url).pathname;
-  const run = [
-    "run",
-    "-A",
-    mainTs,
-    "--port",
-    "0",
-    "--data-dir",
-    opts.dataDir,
-    ...(opts.args ?? []),
-  ];
-  const [cmd, args] = opts.fdLimit === undefined
-    ? [Deno.execPath(), run]
-    : ["prlimit", [`--nofile=${opts.fdLimit}`, Deno.execPath(), ...run]];
-  const process = new Deno.Command(cmd, {
-    args,
-    env: { NO_COLOR: "1", ...opts.env },
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  const logs: string[] = [];
-  const waiting = new Map<string, ((line: string) => void)[]>();
-  let resolveListen!: (port: number) => void;
-  let rejectListen!: (e: Error) => void;
-  const listening = new Promise<number>((res, rej) => {
-    resolveListen = res;
-    rejectListen = rej;
-  });
-  const exited = process.status;
-  (async () => {
-    const lines = process.stderr.pipeThrough(new TextDecoderStream());
-    let buf = "";
-    for await (const chunk of lines) {
-      buf += chunk;
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        logs.push(line);
-        try {
-          const rec = JSON.parse(line);
-          if (rec.msg === "listening") resolveListen(rec.port);
-          for (const fn of waiting.get(rec.msg) ?? []) fn(line);
-          waiting.delete(rec.msg);
-        } catch { /* not JSON */ }
-      }
-    }
-    rejectListen(new Error(`broker exited before listening:\n${logs.join("\n")}`));
-  })();
-  const port = await listening;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    port,
-    dataDir: opts.dataDir,
-    process,
-    logs,
-    exited,
-    logged(msg: string, from = 0) {
-      const seen = logs.slice(from).find((l) => l.includes(`"msg":${JSON.stringify(msg)}`));
-      if (seen) return Promise.resolve(seen);
-      return new Promise((res) => waiting.set(msg, [...(waiting.get(msg) ?? []), res]));
-    },
-    kill(signal: Deno.Signal = "SIGKILL") {
-      try {
-        process.kill(signal);
-      } catch { /* already gone */ }
-    },
+export async function busyState(ctx: TestBroker): Promise<void> {
+  const ok = async (method: string, path: string, init: CallInit = {}) => {
+    const res = await ctx.call(method, path, init);
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.text}`);
+    return res.body;
   };
+  await ok("POST", "/api/groups", { json: { topic: "orders", group: "billing" } });
+  for (let i = 0; i < 5; i++) await ok("POST", "/publish/orders", { body: `o${i}` });
+  await ok("POST", "/publish/orders?delay=1m", { body: "later" });
+  const [first] = await ok("GET", "/consume/orders?limit=2");
+  await ok("POST", `/ack/orders/${first.id}`);
+  await ok("GET", "/consume/orders?group=billing");
+
+  await ok("POST", "/publish/jobs", { body: "j" });
+  for (let i = 0; i < 3; i++) {
+    const m = await ok("GET", "/consume/jobs");
+    await ok("POST", "/requeue", { json: m });
+  }
+  await ok("POST", "/publish/temp?ttl=1s", { body: "t" });
+  await ok("POST", "/publish/temp", { body: "stays" });
+  await ctx.tick(2_000);
 }

@@ -24,9 +24,9 @@
  *            all publishes, all held (worst case); and half publishes, half acks (steady state).
  *            records/s from the "recovered" log line. Target: ≥ 500,000 records/s.
  *
- * How: every broker is a child `deno run -A main.ts --port 0 --data-dir <temp> --fsync always`
- * on 127.0.0.1, fresh per measurement (no topic reaches the per-topic cap, no run pays for the
- * previous one's garbage). Load comes from wrk (`/usr/bin/wrk`, `apt-get install -y wrk`), one
+ * How: every broker is a child `deno run <the start task's permissions> main.ts --port 0
+ * --data-dir <temp> --fsync always` on 127.0.0.1, fresh per measurement (no topic reaches the
+ * per-topic cap, no run pays for the previous one's garbage). Load comes from wrk (`/usr/bin/wrk`, `apt-get install -y wrk`), one
  * thread for the publish and ceiling runs so the other core is the server's; the Lua scripts are
  * in tests/bench/wrk/ and print one `FERRY_RESULT {json}` line from done(). Consumers run 8
  * connections, one per wrk thread, so each thread alternates consume and ack. Fill and drain
@@ -43,7 +43,8 @@
  * where that passed 20 % says BUSY in its notes. Figures drift 10-20 % between runs anyway.
  */
 
-import { startTask } from "../_support/start_task.ts";
+import { parseLogLine, readLines } from "../_support/child.ts";
+import { startTask, startTaskPermissions } from "../_support/start_task.ts";
 
 const HERE = new URL(".", import.meta.url).pathname;
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -191,10 +192,14 @@ const BROKER_RUNTIME_ENV: Record<string, string> = (() => {
   return Object.fromEntries(override.split(" ").filter(Boolean).map((w) => w.split("=", 2)));
 })();
 
-/** Spawns a Deno script that logs JSON lines on stderr; resolves at its "listening" line. */
+/**
+ * Spawns a Deno script that logs JSON lines on stderr; resolves at its "listening" line.
+ * `permissions` are its permission flags (a broker gets the start task's).
+ */
 async function spawnServer(
   script: string,
   args: string[],
+  permissions: string[],
   denoFlags: string[] = [],
   timeoutMs = 120_000,
 ): Promise<Server> {
@@ -202,7 +207,7 @@ async function spawnServer(
   let inspector: string | undefined;
   const proc = track(
     new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", ...BROKER_RUNTIME_FLAGS, ...denoFlags, script, ...args],
+      args: ["run", ...permissions, ...BROKER_RUNTIME_FLAGS, ...denoFlags, script, ...args],
       env: {
         ...BROKER_RUNTIME_ENV,
         NO_COLOR: "1",
@@ -222,27 +227,16 @@ async function spawnServer(
     onListen = res;
     onFail = rej;
   });
-  (async () => {
-    let buf = "";
-    for await (const chunk of proc.stderr.pipeThrough(new TextDecoderStream())) {
-      buf += chunk;
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        tail.push(line);
-        if (tail.length > 20) tail.shift();
-        try {
-          const rec = JSON.parse(line);
-          records.push(rec);
-          if (rec.msg === "listening") onListen(rec.port);
-        } catch {
-          inspector ??= /Debugger listening on (ws:\/\/\S+)/.exec(line)?.[1];
-        }
-      }
-    }
+  readLines(proc.stderr, (line) => {
+    tail.push(line);
+    if (tail.length > 20) tail.shift();
+    const rec = parseLogLine(line);
+    if (rec) records.push(rec);
+    else inspector ??= /Debugger listening on (ws:\/\/\S+)/.exec(line)?.[1];
+    if (rec?.msg === "listening") onListen(Number(rec.port));
+  }).catch(() => {}).finally(() => {
     onFail(new Error(`${script} exited before listening:\n${tail.join("\n")}`));
-  })();
+  });
   const timer = setTimeout(
     () => onFail(new Error(`${script} not listening after ${timeoutMs} ms`)),
     timeoutMs,
@@ -288,17 +282,22 @@ function startBroker(
   denoFlags: string[] = [],
   args: string[] = [],
 ): Promise<Server> {
-  return spawnServer(o.broker, [
-    "--port",
-    "0",
-    "--data-dir",
-    dataDir,
-    "--fsync",
-    fsync,
-    "--max-queue",
-    String(maxQueue),
-    ...args,
-  ], denoFlags);
+  return spawnServer(
+    o.broker,
+    [
+      "--port",
+      "0",
+      "--data-dir",
+      dataDir,
+      "--fsync",
+      fsync,
+      "--max-queue",
+      String(maxQueue),
+      ...args,
+    ],
+    startTaskPermissions(dataDir),
+    denoFlags,
+  );
 }
 
 /** A fresh broker on a fresh temp dir; both go away after `fn`. */
@@ -703,7 +702,7 @@ function log(msg: string): void {
 // ---------------------------------------------------------------- sections
 
 async function ceiling(_o: Options, p: Plan): Promise<void> {
-  const srv = await spawnServer(join(HERE, "ceiling.ts"), ["--port", "0"]);
+  const srv = await spawnServer(join(HERE, "ceiling.ts"), ["--port", "0"], ["-A"]);
   try {
     for (const c of CONNS) {
       const run = {

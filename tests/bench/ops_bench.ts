@@ -13,7 +13,7 @@ import { defaultConfig } from "../../lib/config.ts";
 import { HTTP_BUCKETS_S, Metrics } from "../../lib/metrics.ts";
 import { silentLogger } from "../../lib/log.ts";
 import { createHandler } from "../../routes/app.ts";
-import { appOptions, type Runtime } from "../../main.ts";
+import { appOptions, type Runtime } from "../../runtime.ts";
 
 const KEY = "bench-key-0123456789abcdef";
 const body = new Uint8Array(1024).fill(120);

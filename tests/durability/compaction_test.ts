@@ -4,23 +4,12 @@
  * file to its header and settings, and delete removes it.
  */
 
-import assert from "node:assert/strict";
+import { assert, assertEquals } from "../_support/assert.ts";
 import { decodeRecord, FILE_HEADER_BYTES, FRAME_HEADER_BYTES } from "../../lib/wal_record.ts";
 import { RecordType } from "../../lib/wal_record.ts";
-import type { ChildBroker } from "../_support/server.ts";
-import {
-  consume,
-  fileSize,
-  json,
-  logLines,
-  publish,
-  queues,
-  start,
-  stop,
-  text,
-  walPath,
-  withDataDir,
-} from "./_util.ts";
+import { type ChildBroker, logLines, start, stop, withDataDir } from "../_support/child.ts";
+import { fileSize, walPath } from "../_support/files.ts";
+import { consumeList, json, queues, textOf, tryPublish } from "../_support/http.ts";
 
 const ENV = {
   BROKER_COMPACT_MIN_BYTES: "65536",
@@ -41,7 +30,7 @@ async function recordTypes(path: string): Promise<{ types: RecordType[]; sizes: 
   for (let pos = FILE_HEADER_BYTES; pos < bytes.length;) {
     const len = view.getUint32(pos, true);
     const body = bytes.subarray(pos + FRAME_HEADER_BYTES, pos + FRAME_HEADER_BYTES + len);
-    assert.equal(body.length, len, `${path}: frame at ${pos} is torn`);
+    assertEquals(body.length, len, `${path}: frame at ${pos} is torn`);
     types.push(decodeRecord(body).type);
     sizes.push(FRAME_HEADER_BYTES + len);
     pos += FRAME_HEADER_BYTES + len;
@@ -55,8 +44,8 @@ async function publishMany(child: ChildBroker, topic: string, payloads: string[]
   const worker = async () => {
     while (next < payloads.length) {
       const p = payloads[next++]!;
-      const r = await publish(child.url, topic, p);
-      assert.equal(r.status, 201, `${p}: ${JSON.stringify(r.body)}`);
+      const r = await tryPublish(child.url, topic, p);
+      assertEquals(r.status, 201, `${p}: ${JSON.stringify(r.body)}`);
     }
   };
   await Promise.all(Array.from({ length: 32 }, worker));
@@ -75,7 +64,7 @@ async function sizeSettlesBelow(
     size = await fileSize(path) ?? 0;
   }
   const compactions = logLines(child).filter((l) => l.msg === "compacted").slice(-3);
-  assert.ok(
+  assert(
     size <= bound,
     `${path} is ${size} bytes, more than ${bound}; last compactions: ${
       JSON.stringify(compactions)
@@ -97,21 +86,21 @@ Deno.test({
       // Ten messages that stay (in flight, never acked), each with an idempotency key.
       const keep: { id: string; payload: string }[] = [];
       for (let i = 0; i < 10; i++) {
-        const r = await publish(child.url, topic, `keep-${i}`, {
-          headers: { "Idempotency-Key": `keep-key-${i}` },
+        const r = await tryPublish(child.url, topic, `keep-${i}`, "", {
+          "Idempotency-Key": `keep-key-${i}`,
         });
-        assert.equal(r.status, 201);
+        assertEquals(r.status, 201);
         keep.push({ id: String(r.body.id), payload: `keep-${i}` });
       }
-      const leased = await consume(child.url, topic, "limit=10&visibility=1h");
-      assert.deepEqual(leased.map(text), keep.map((k) => k.payload));
+      const leased = await consumeList(child.url, topic, "limit=10&visibility=1h");
+      assertEquals(leased.map(textOf), keep.map((k) => k.payload));
       // One keyed message that is acked: its key must still dedupe inside the window.
-      const gone = await publish(child.url, topic, "gone", {
-        headers: { "Idempotency-Key": "gone-key" },
+      const gone = await tryPublish(child.url, topic, "gone", "", {
+        "Idempotency-Key": "gone-key",
       });
-      assert.equal(gone.status, 201);
-      assert.deepEqual(
-        (await consume(child.url, topic, "limit=1&auto_ack=true")).map(text),
+      assertEquals(gone.status, 201);
+      assertEquals(
+        (await consumeList(child.url, topic, "limit=1&auto_ack=true")).map(textOf),
         ["gone"],
       );
 
@@ -126,8 +115,12 @@ Deno.test({
         let taken = 0;
         for (let call = 0; call < 100 && taken < PER_ROUND; call++) {
           const auto = round % 2 === 0;
-          const got = await consume(child.url, topic, `limit=1000${auto ? "&auto_ack=true" : ""}`);
-          assert.ok(got.length > 0, `round ${round}: queue empty after ${taken}`);
+          const got = await consumeList(
+            child.url,
+            topic,
+            `limit=1000${auto ? "&auto_ack=true" : ""}`,
+          );
+          assert(got.length > 0, `round ${round}: queue empty after ${taken}`);
           taken += got.length;
           if (auto) continue;
           const res = await fetch(`${child.url}/ack/${topic}`, {
@@ -136,10 +129,10 @@ Deno.test({
             headers: { "content-type": "application/json" },
           });
           const body = await json<{ acked: number; not_found: string[] }>(res);
-          assert.equal(res.status, 200);
-          assert.deepEqual(body, { acked: got.length, not_found: [] });
+          assertEquals(res.status, 200);
+          assertEquals(body, { acked: got.length, not_found: [] });
         }
-        assert.equal(taken, PER_ROUND);
+        assertEquals(taken, PER_ROUND);
         sizes.push(await sizeSettlesBelow(child, path, COMPACTED_BOUND_BYTES));
       }
 
@@ -147,26 +140,26 @@ Deno.test({
       const publishFrame = frameSizes[types.indexOf(RecordType.Publish)]!;
       const worth = ROUNDS * PER_ROUND * publishFrame;
       const finalSize = sizes[sizes.length - 1]!;
-      assert.ok(
+      assert(
         finalSize * 50 < worth,
         `${finalSize} bytes on disk for ${ROUNDS * PER_ROUND} records of ${publishFrame} bytes`,
       );
-      assert.equal(types.filter((t) => t === RecordType.Publish).length, 10, `${types}`);
+      assertEquals(types.filter((t) => t === RecordType.Publish).length, 10, `${types}`);
 
       // A crash right after: the compacted file replays to the same state.
       await stop(child, "SIGKILL");
       child = await start(dir, ENV);
       const recovered = logLines(child).find((l) => l.msg === "recovered");
-      assert.equal(recovered?.messages, 10, JSON.stringify(recovered));
-      const held = await consume(child.url, topic, "peek=true&limit=1000");
-      assert.deepEqual(held.map((m) => [m.id, text(m)]), keep.map((k) => [k.id, k.payload]));
+      assertEquals(recovered?.messages, 10, JSON.stringify(recovered));
+      const held = await consumeList(child.url, topic, "peek=true&limit=1000");
+      assertEquals(held.map((m) => [m.id, textOf(m)]), keep.map((k) => [k.id, k.payload]));
       for (const [key, id] of [["keep-key-4", keep[4]!.id], ["gone-key", gone.body.id]]) {
-        const again = await publish(child.url, topic, "dup", {
-          headers: { "Idempotency-Key": String(key) },
+        const again = await tryPublish(child.url, topic, "dup", "", {
+          "Idempotency-Key": String(key),
         });
-        assert.equal(again.status, 200, `${key}: ${JSON.stringify(again.body)}`);
-        assert.equal(again.body.deduplicated, true);
-        assert.equal(again.body.id, id);
+        assertEquals(again.status, 200, `${key}: ${JSON.stringify(again.body)}`);
+        assertEquals(again.body.deduplicated, true);
+        assertEquals(again.body.id, id);
       }
       console.log(`file size after each round: ${sizes.join(", ")} bytes`);
       await stop(child, "SIGTERM");
@@ -188,54 +181,66 @@ Deno.test({
         headers: { "content-type": "application/json" },
       });
       await created.body?.cancel();
-      assert.equal(created.status, 201);
+      assertEquals(created.status, 201);
       const empty = await fileSize(path);
-      assert.ok(empty !== undefined && empty > FILE_HEADER_BYTES, "header and META written");
+      assert(empty !== undefined && empty > FILE_HEADER_BYTES, "header and META written");
       const metaOnly = await recordTypes(path);
-      assert.deepEqual(metaOnly.types, [RecordType.Meta]);
+      assertEquals(metaOnly.types, [RecordType.Meta]);
 
       await publishMany(child, topic, Array.from({ length: 3_000 }, (_, i) => `p-${i}`));
-      assert.equal((await consume(child.url, topic, "limit=100")).length, 100); // some in flight
+      assertEquals((await consumeList(child.url, topic, "limit=100")).length, 100); // some in flight
       const full = (await fileSize(path))!;
-      assert.ok(full > 3_000 * 50, `${full} bytes after 3000 publishes`);
+      assert(full > 3_000 * 50, `${full} bytes after 3000 publishes`);
 
       const res = await fetch(`${child.url}/api/queues/purge?queue=${topic}`, { method: "DELETE" });
       const body = await json(res);
-      assert.equal(res.status, 200, JSON.stringify(body));
-      assert.deepEqual(body, { queue: topic, purged: 3_000 });
-      assert.equal(await fileSize(path), empty, "the purged file is back to header + META");
-      assert.deepEqual((await recordTypes(path)).types, [RecordType.Meta]);
+      assertEquals(res.status, 200, JSON.stringify(body));
+      assertEquals(body, { queue: topic, purged: 3_000 });
+      assertEquals(
+        await fileSize(path),
+        empty,
+        "the purged file is back to header + META",
+      );
+      assertEquals((await recordTypes(path)).types, [RecordType.Meta]);
 
       await stop(child, "SIGKILL");
       child = await start(dir, ENV);
       const q = (await queues(child.url)).get(topic);
-      assert.ok(q, "the purged topic still exists");
-      assert.equal(q.depth + q.in_flight + q.delayed, 0);
-      assert.equal(q.policy, "drop-oldest", "settings survive the purge");
-      assert.equal(q.retain, "1h");
-      assert.equal((await publish(child.url, topic, "after")).status, 201);
+      assert(q, "the purged topic still exists");
+      assertEquals(q.depth + q.in_flight + q.delayed, 0);
+      assertEquals(q.policy, "drop-oldest", "settings survive the purge");
+      assertEquals(q.retain, "1h");
+      assertEquals((await tryPublish(child.url, topic, "after")).status, 201);
 
       const del = await fetch(`${child.url}/api/queues/delete?queue=${topic}`, {
         method: "DELETE",
       });
       const delBody = await json(del);
-      assert.equal(del.status, 200, JSON.stringify(delBody));
-      assert.deepEqual(delBody, { queue: topic, deleted: true });
-      assert.equal(await fileSize(path), undefined, "the WAL file is gone once delete answers");
+      assertEquals(del.status, 200, JSON.stringify(delBody));
+      assertEquals(delBody, { queue: topic, deleted: true });
+      assertEquals(
+        await fileSize(path),
+        undefined,
+        "the WAL file is gone once delete answers",
+      );
 
       await stop(child, "SIGKILL");
       child = await start(dir, ENV);
-      assert.equal((await queues(child.url)).has(topic), false, "a deleted topic stays deleted");
-      assert.equal(await fileSize(path), undefined);
+      assertEquals(
+        (await queues(child.url)).has(topic),
+        false,
+        "a deleted topic stays deleted",
+      );
+      assertEquals(await fileSize(path), undefined);
 
       // The name can be used again at once: a fresh topic with default settings.
-      assert.equal((await publish(child.url, topic, "reborn")).status, 201);
+      assertEquals((await tryPublish(child.url, topic, "reborn")).status, 201);
       await stop(child, "SIGKILL");
       child = await start(dir, ENV);
       const reborn = (await queues(child.url)).get(topic);
-      assert.equal(reborn?.policy, "reject", JSON.stringify(reborn));
-      assert.equal(reborn?.retain, null);
-      assert.deepEqual((await consume(child.url, topic, "peek=true&limit=10")).map(text), [
+      assertEquals(reborn?.policy, "reject", JSON.stringify(reborn));
+      assertEquals(reborn?.retain, null);
+      assertEquals((await consumeList(child.url, topic, "peek=true&limit=10")).map(textOf), [
         "reborn",
       ]);
       await stop(child, "SIGTERM");
@@ -258,11 +263,15 @@ Deno.test({
       await Deno.writeFile(leftover, original.slice(0, FILE_HEADER_BYTES + 20));
 
       child = await start(dir, ENV);
-      assert.equal(await fileSize(leftover), undefined, "the partial rewrite is removed");
-      assert.deepEqual(await Deno.readFile(walPath(dir, topic)), original, "the WAL is untouched");
-      const got = (await consume(child.url, topic, "peek=true&limit=10")).map(text).sort();
-      assert.deepEqual(got, ["a", "b", "c"]);
-      assert.equal((await queues(child.url)).size, 1, "no topic made from the leftover file");
+      assertEquals(await fileSize(leftover), undefined, "the partial rewrite is removed");
+      assertEquals(await Deno.readFile(walPath(dir, topic)), original, "the WAL is untouched");
+      const got = (await consumeList(child.url, topic, "peek=true&limit=10")).map(textOf).sort();
+      assertEquals(got, ["a", "b", "c"]);
+      assertEquals(
+        (await queues(child.url)).size,
+        1,
+        "no topic made from the leftover file",
+      );
       await stop(child, "SIGTERM");
     }),
 });

@@ -3,9 +3,9 @@
  * and the check after each restart: every topic and its `.dlq` drained and held against it.
  */
 
-import type { ChildBroker } from "../_support/server.ts";
-import { drain, queues, text, type WireMessage } from "./_util.ts";
-import type { IterationReport } from "./crash_loop.ts";
+import type { MessageJson } from "../../protocol/wire.ts";
+import type { ChildBroker } from "../_support/child.ts";
+import { drain, queues, textOf } from "../_support/http.ts";
 
 export const TOPICS = ["crash-a", "crash-b", "crash-c"];
 /** The attempt that brings retry_count to this moves a message to `{topic}.dlq` (README). */
@@ -26,11 +26,11 @@ export class Ledger {
    * id → its latest delivery, while no ack or requeue of that delivery was answered: the kill
    * must return it. A requeue's answer may come after the message was delivered again.
    */
-  leased = new Map<string, WireMessage>();
+  leased = new Map<string, MessageJson>();
   /** id → its retry_count as last answered or recovered: it never goes down. */
   retries = new Map<string, number>();
   /** Deliveries whose requeue was sent but not answered. */
-  requeuePending = new Set<WireMessage>();
+  requeuePending = new Set<MessageJson>();
   /** Ids known to be in `{topic}.dlq` only: their topic must not hold them again. */
   deadLettered = new Set<string>();
   /** Ids in both their topic and its DLQ: a move cut by the kill (README, "Group commit"). */
@@ -47,10 +47,16 @@ export class Ledger {
   }
 }
 
-export type Held = Pick<IterationReport, "held" | "leasedBack" | "inDlq" | "split">;
+/** What a check after a restart found: copies held, leases given back, DLQ copies, split moves. */
+export interface Held {
+  held: number;
+  leasedBack: number;
+  inDlq: number;
+  split: number;
+}
 
 /** Checks every copy of one payload found after a restart against the ledger. */
-function check(ledger: Ledger, payload: string, copies: WireMessage[], held: Held): void {
+function check(ledger: Ledger, payload: string, copies: MessageJson[], held: Held): void {
   const id = copies[0]!.id;
   const where = `payload ${payload} (id ${id})`;
   held.held += copies.length;
@@ -111,7 +117,7 @@ function check(ledger: Ledger, payload: string, copies: WireMessage[], held: Hel
 export async function verify(child: ChildBroker, ledger: Ledger, final: boolean): Promise<Held> {
   const before = await queues(child.url);
   const how = final ? "auto_ack=true" : "visibility=1h";
-  const found = new Map<string, WireMessage[]>();
+  const found = new Map<string, MessageJson[]>();
   for (const topic of TOPICS) {
     const item = before.get(topic);
     const main = await drain(child.url, topic, how);
@@ -130,7 +136,7 @@ export async function verify(child: ChildBroker, ledger: Ledger, final: boolean)
       ledger.problem(`${topic}: missing from /api/queues but holds ${main.length + dlq.length}`);
     }
     for (const m of [...main, ...dlq]) {
-      const p = text(m);
+      const p = textOf(m);
       found.set(p, [...found.get(p) ?? [], m]);
     }
   }

@@ -6,19 +6,11 @@
  * answered. `crash_test.ts` runs three iterations in CI; `tools/crash_loop.ts` runs long ones.
  */
 
-import type { ChildBroker } from "../_support/server.ts";
-import {
-  consume,
-  json,
-  logLines,
-  prng,
-  start,
-  stop,
-  text,
-  type WireMessage,
-  withDataDir,
-} from "./_util.ts";
-import { ATTEMPTS, Ledger, TOPICS, verify } from "./crash_ledger.ts";
+import type { MessageJson } from "../../protocol/wire.ts";
+import { type ChildBroker, logLines, start, stop, withDataDir } from "../_support/child.ts";
+import { consumeList, json, textOf } from "../_support/http.ts";
+import { prng } from "../_support/prng.ts";
+import { ATTEMPTS, type Held, Ledger, TOPICS, verify } from "./crash_ledger.ts";
 
 const PUBLISHERS = 16;
 /** Each iteration kills the broker once this many publishes (plus a random part) were answered. */
@@ -72,8 +64,8 @@ export const SCENARIOS = {
   },
 } satisfies Record<string, Omit<CrashLoopOptions, "iterations" | "seed">>;
 
-/** The counts of one iteration: its traffic, what was in flight at the kill, the recovery. */
-export interface IterationReport {
+/** The counts of one iteration: its traffic, what was in flight at the kill, the recovery, what was held. */
+export interface IterationReport extends Held {
   iteration: number;
   published: number;
   delivered: number;
@@ -83,10 +75,6 @@ export interface IterationReport {
   killedAfterMs: number;
   inFlight: { publishes: number; acks: number; requeues: number; leased: number };
   recovered: { messages: number; records: number; durationMs: number };
-  held: number;
-  leasedBack: number;
-  inDlq: number;
-  split: number;
 }
 
 /** A whole run: its seed, each iteration, and the ledger's problems (empty when it held). */
@@ -188,7 +176,7 @@ async function traffic(
     for (const id of ids) acked(id);
   }
 
-  async function requeue(m: WireMessage): Promise<void> {
+  async function requeue(m: MessageJson): Promise<void> {
     const moves = m.retry_count + 1 >= ATTEMPTS;
     ledger.requeuePending.add(m);
     const q = new URLSearchParams();
@@ -218,7 +206,11 @@ async function traffic(
       const limit = 1 + Math.floor(rnd() * mix.maxLimit);
       try {
         // An explicit lease, so no lease ends (and no hidden requeue) during an iteration.
-        const msgs = await consume(child.url, topic, `limit=${limit}&timeout=100ms&visibility=5m`);
+        const msgs = await consumeList(
+          child.url,
+          topic,
+          `limit=${limit}&timeout=100ms&visibility=5m`,
+        );
         t.delivered += msgs.length;
         for (const m of msgs) ledger.leased.set(m.id, m);
         const batch: string[] = [];
@@ -323,10 +315,10 @@ export async function crashLoop(opts: CrashLoopOptions): Promise<CrashLoopReport
       child = await start(dir, opts.env);
       for (const topic of TOPICS) {
         const left = [
-          ...await consume(child.url, topic, "peek=true&limit=1000"),
-          ...await consume(child.url, `${topic}.dlq`, "peek=true&limit=1000"),
+          ...await consumeList(child.url, topic, "peek=true&limit=1000"),
+          ...await consumeList(child.url, `${topic}.dlq`, "peek=true&limit=1000"),
         ];
-        if (left.length) ledger.problem(`${topic}: ${left.map(text)} left after the last drain`);
+        if (left.length) ledger.problem(`${topic}: ${left.map(textOf)} left after the last drain`);
       }
       await stop(child, "SIGTERM");
     });

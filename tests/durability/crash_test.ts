@@ -5,19 +5,11 @@
  * dead-letter queues, and during redrives onto busy topics.
  */
 
-import assert from "node:assert/strict";
+import { assertEquals, AssertionError } from "../_support/assert.ts";
 import { crashLoop, SCENARIOS } from "./crash_loop.ts";
-import {
-  consume,
-  drain,
-  json,
-  publish,
-  start,
-  stop,
-  text,
-  type WireMessage,
-  withDataDir,
-} from "./_util.ts";
+import type { MessageJson } from "../../protocol/wire.ts";
+import { start, stop, withDataDir } from "../_support/child.ts";
+import { consumeList, drain, json, textOf, tryPublish } from "../_support/http.ts";
 
 const ITERATIONS = 3;
 
@@ -62,7 +54,7 @@ Deno.test({
       const n = 100;
       const topics = Array.from({ length: n }, (_, i) => `mv-${i}`);
       let child = await start(dir);
-      const requeue = async (m: WireMessage) => {
+      const requeue = async (m: MessageJson) => {
         const res = await fetch(`${child.url}/requeue`, {
           method: "POST",
           body: JSON.stringify(m),
@@ -71,16 +63,16 @@ Deno.test({
         return { status: res.status, body: await json<Record<string, unknown>>(res) };
       };
       await Promise.all(topics.map(async (t) => {
-        assert.equal((await publish(child.url, t, `msg-${t}`)).status, 201);
+        assertEquals((await tryPublish(child.url, t, `msg-${t}`)).status, 201);
         for (let i = 1; i <= 2; i++) {
-          const [m] = await consume(child.url, t, "limit=1");
+          const [m] = await consumeList(child.url, t, "limit=1");
           const r = await requeue(m!);
-          assert.equal(r.body.retry_count, i, JSON.stringify(r.body));
+          assertEquals(r.body.retry_count, i, JSON.stringify(r.body));
         }
       }));
       // The third requeue of each moves it to `{topic}.dlq`, a topic (and file) not yet made.
       const inFlight = await Promise.all(topics.map(async (t) => {
-        const [m] = await consume(child.url, t, "limit=1");
+        const [m] = await consumeList(child.url, t, "limit=1");
         return m!;
       }));
       const killAfter = 1 + Math.floor(Math.random() * 10);
@@ -92,7 +84,7 @@ Deno.test({
         } catch {
           return; // in flight at the kill
         }
-        assert.equal(r.body.status, "dead_lettered", JSON.stringify(r.body));
+        assertEquals(r.body.status, "dead_lettered", JSON.stringify(r.body));
         answered.add(m.topic);
         if (answered.size === killAfter) child.kill("SIGKILL");
       }));
@@ -101,8 +93,8 @@ Deno.test({
       child = await start(dir);
       const problems: string[] = [];
       for (const t of topics) {
-        const src = await consume(child.url, t, "peek=true&limit=10");
-        const dlq = await consume(child.url, `${t}.dlq`, "peek=true&limit=10");
+        const src = await consumeList(child.url, t, "peek=true&limit=10");
+        const dlq = await consumeList(child.url, `${t}.dlq`, "peek=true&limit=10");
         const where = `${t}: ${src.length} in the topic, ${dlq.length} in the DLQ`;
         if (src.length > 1 || dlq.length > 1) problems.push(`${where} (duplicated)`);
         if (answered.has(t)) {
@@ -116,7 +108,7 @@ Deno.test({
         }
       }
       await stop(child, "SIGKILL");
-      assert.deepEqual(
+      assertEquals(
         problems,
         [],
         `${answered.size} of ${n} moves answered before the kill; ${problems.length} problems`,
@@ -136,21 +128,21 @@ Deno.test({
     for (let trial = 1; trial <= 8; trial++) {
       await withDataDir(async (dir) => {
         let child = await start(dir);
-        const requeue = async (m: WireMessage) => {
+        const requeue = async (m: MessageJson) => {
           const res = await fetch(`${child.url}/requeue`, {
             method: "POST",
             body: JSON.stringify(m),
             headers: { "content-type": "application/json" },
           });
           await res.body?.cancel();
-          assert.equal(res.status, 200);
+          assertEquals(res.status, 200);
         };
         await Promise.all(topics.map(async (t) => {
           for (let k = 0; k < perTopic; k++) {
-            assert.equal((await publish(child.url, t, `dead-${t}-${k}`)).status, 201);
+            assertEquals((await tryPublish(child.url, t, `dead-${t}-${k}`)).status, 201);
           }
           for (let r = 0; r < 3; r++) {
-            for (const m of await consume(child.url, t, `limit=${perTopic}`)) await requeue(m);
+            for (const m of await consumeList(child.url, t, `limit=${perTopic}`)) await requeue(m);
           }
         }));
         // Publishers keep every target topic's WAL busy while the redrives run.
@@ -161,7 +153,7 @@ Deno.test({
         const background = topics.map(async (t) => {
           for (let i = 0; !stopping && i < 100_000; i++) {
             try {
-              await publish(child.url, t, `bg-${i}`);
+              await tryPublish(child.url, t, `bg-${i}`);
             } catch {
               return;
             }
@@ -177,14 +169,14 @@ Deno.test({
               method: "POST",
             });
             const body = await json<{ moved: number }>(res);
-            assert.equal(body.moved, perTopic);
+            assertEquals(body.moved, perTopic);
             answered.add(t);
             if (answered.size === killAfter) {
               stopping = true;
               child.kill("SIGKILL");
             }
           } catch (e) {
-            if (e instanceof assert.AssertionError) throw e;
+            if (e instanceof AssertionError) throw e;
           }
         }));
         stopping = true;
@@ -195,8 +187,8 @@ Deno.test({
         const lost: string[] = [];
         for (const t of topics) {
           const have = new Set([
-            ...(await drain(child.url, t, "auto_ack=true")).map(text),
-            ...(await consume(child.url, `${t}.dlq`, "peek=true&limit=1000")).map(text),
+            ...(await drain(child.url, t, "auto_ack=true")).map(textOf),
+            ...(await consumeList(child.url, `${t}.dlq`, "peek=true&limit=1000")).map(textOf),
           ]);
           for (let k = 0; k < perTopic; k++) {
             if (!have.has(`dead-${t}-${k}`)) {
@@ -206,7 +198,7 @@ Deno.test({
         }
         await stop(child, "SIGKILL");
         report.push(`trial ${trial}: ${answered.size} of ${topics.length} redrives answered`);
-        assert.deepEqual(lost, [], `${report.join("; ")}: ${lost.length} dead letters lost`);
+        assertEquals(lost, [], `${report.join("; ")}: ${lost.length} dead letters lost`);
       });
     }
   },

@@ -3,8 +3,15 @@
  * a bad BROKER_FSYNC value stops start-up with one clear line and no stack trace.
  */
 
-import assert from "node:assert/strict";
-import { consume, drain, logLines, publish, start, stop, text, withDataDir } from "./_util.ts";
+import {
+  assert,
+  assertEquals,
+  assertMatch,
+  assertNotEquals,
+  assertNotMatch,
+} from "../_support/assert.ts";
+import { logLines, runMain, start, stop, withDataDir } from "../_support/child.ts";
+import { consumeList, drain, textOf, tryPublish } from "../_support/http.ts";
 
 for (const mode of ["interval", "never"] as const) {
   for (const how of ["env", "flag"] as const) {
@@ -20,35 +27,39 @@ for (const mode of ["interval", "never"] as const) {
           const sent: string[] = [];
           let child = await start(dir, env, args);
           const listening = logLines(child).find((l) => l.msg === "listening");
-          assert.equal(listening?.fsync, mode, "the listening line reports the fsync mode");
+          assertEquals(
+            listening?.fsync,
+            mode,
+            "the listening line reports the fsync mode",
+          );
 
           // One at a time, so publish order is known.
           for (let i = 0; i < 200; i++) {
-            const p = await publish(child.url, topic, `${mode}-${i}`);
-            assert.equal(p.status, 201, JSON.stringify(p.body));
+            const p = await tryPublish(child.url, topic, `${mode}-${i}`);
+            assertEquals(p.status, 201, JSON.stringify(p.body));
             sent.push(`${mode}-${i}`);
           }
           // Take 50 and ack them; take 10 more and leave them in flight.
-          const acked = await consume(child.url, topic, "limit=50&auto_ack=true");
-          assert.equal(acked.length, 50);
-          const held = await consume(child.url, topic, "limit=10");
-          assert.equal(held.length, 10);
+          const acked = await consumeList(child.url, topic, "limit=50&auto_ack=true");
+          assertEquals(acked.length, 50);
+          const held = await consumeList(child.url, topic, "limit=10");
+          assertEquals(held.length, 10);
 
           const status = await stop(child, "SIGTERM");
-          assert.equal(status.code, 0, `exit after SIGTERM:\n${child.logs.join("\n")}`);
+          assertEquals(status.code, 0, `exit after SIGTERM:\n${child.logs.join("\n")}`);
 
           child = await start(dir, env, args);
-          const back = (await drain(child.url, topic, "auto_ack=true")).map(text);
-          assert.deepEqual(
+          const back = (await drain(child.url, topic, "auto_ack=true")).map(textOf);
+          assertEquals(
             back,
             sent.slice(50),
             "the 150 unacked messages, the 10 in flight first, in publish order",
           );
-          assert.ok(
+          assert(
             logLines(child).some((l) => l.msg === "recovered"),
             `no "recovered" line:\n${child.logs.join("\n")}`,
           );
-          assert.equal((await stop(child, "SIGTERM")).code, 0);
+          assertEquals((await stop(child, "SIGTERM")).code, 0);
         }),
     });
   }
@@ -66,10 +77,12 @@ for (const mode of ["always", "interval", "never"] as const) {
         const env = { BROKER_FSYNC: mode };
         let child = await start(dir, env);
         const sent = Array.from({ length: 300 }, (_, i) => `k-${mode}-${i}`);
-        for (const p of sent) assert.equal((await publish(child.url, "killed", p)).status, 201);
+        for (const p of sent) {
+          assertEquals((await tryPublish(child.url, "killed", p)).status, 201);
+        }
         await stop(child, "SIGKILL");
         child = await start(dir, env);
-        assert.deepEqual((await drain(child.url, "killed", "auto_ack=true")).map(text), sent);
+        assertEquals((await drain(child.url, "killed", "auto_ack=true")).map(textOf), sent);
         await stop(child, "SIGKILL");
       }),
   });
@@ -80,31 +93,19 @@ Deno.test({
   fn: () =>
     withDataDir(async (dir) => {
       for (const how of ["env", "flag"] as const) {
-        const mainTs = new URL("../../main.ts", import.meta.url).pathname;
-        const out = await new Deno.Command(Deno.execPath(), {
-          args: [
-            "run",
-            "-A",
-            mainTs,
-            "--port",
-            "0",
-            "--data-dir",
-            dir,
-            ...(how === "flag" ? ["--fsync", "sometimes"] : []),
-          ],
-          env: { NO_COLOR: "1", ...(how === "env" ? { BROKER_FSYNC: "sometimes" } : {}) },
-          stdin: "null",
-          stdout: "piped",
-          stderr: "piped",
-        }).output();
-        const stderr = new TextDecoder().decode(out.stderr);
+        const out = await runMain({
+          dataDir: dir,
+          args: ["--port", "0", ...(how === "flag" ? ["--fsync", "sometimes"] : [])],
+          env: how === "env" ? { BROKER_FSYNC: "sometimes" } : {},
+        });
+        const stderr = out.stderr;
         const lines = stderr.split("\n").filter((l) => l.trim() !== "");
-        assert.notEqual(out.code, 0, `${how}: exit code`);
-        assert.equal(lines.length, 1, `${how}: expected one stderr line, got:\n${stderr}`);
-        assert.match(lines[0]!, /BROKER_FSYNC/, `${how}: the line names the setting`);
-        assert.match(lines[0]!, /sometimes/, `${how}: the line quotes the value`);
-        assert.doesNotMatch(stderr, /^\s+at /m, `${how}: no stack trace`);
-        assert.doesNotMatch(stderr, /listening/, `${how}: must not start`);
+        assertNotEquals(out.code, 0, `${how}: exit code`);
+        assertEquals(lines.length, 1, `${how}: expected one stderr line, got:\n${stderr}`);
+        assertMatch(lines[0]!, /BROKER_FSYNC/, `${how}: the line names the setting`);
+        assertMatch(lines[0]!, /sometimes/, `${how}: the line quotes the value`);
+        assertNotMatch(stderr, /^\s+at /m, `${how}: no stack trace`);
+        assertNotMatch(stderr, /listening/, `${how}: must not start`);
       }
     }),
 });

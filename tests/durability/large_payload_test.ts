@@ -5,9 +5,9 @@
  * the same test guards payloads kept in memory and payloads served from the WAL file.
  */
 
-import assert from "node:assert/strict";
-import type { ChildBroker } from "../_support/server.ts";
-import { consume, drain, json, logLines, start, stop, withDataDir } from "./_util.ts";
+import { assertEquals } from "../_support/assert.ts";
+import { logLines, start, stop, withDataDir } from "../_support/child.ts";
+import { consumeList, drain, json, publish, requeue } from "../_support/http.ts";
 
 const KIB = 1024;
 const SIZES = [64 * KIB - 1, 64 * KIB, 64 * KIB + 1, 300 * KIB, 300 * KIB, 1024 * KIB, 2048 * KIB];
@@ -35,24 +35,6 @@ function hashOf(m: { payload: string }): Promise<string> {
   return sha256(Uint8Array.fromBase64(m.payload) as Uint8Array<ArrayBuffer>);
 }
 
-async function publishBytes(
-  child: ChildBroker,
-  topic: string,
-  body: Uint8Array<ArrayBuffer>,
-): Promise<string> {
-  const res = await fetch(`${child.url}/publish/${topic}`, { method: "POST", body });
-  const answer = await json<{ id: string }>(res);
-  assert.equal(res.status, 201, JSON.stringify(answer));
-  return answer.id;
-}
-
-async function requeue(child: ChildBroker, m: unknown): Promise<string> {
-  const res = await fetch(`${child.url}/requeue`, { method: "POST", body: JSON.stringify(m) });
-  const answer = await json<{ status: string }>(res);
-  assert.equal(res.status, 200, JSON.stringify(answer));
-  return answer.status;
-}
-
 Deno.test({
   name: "payloads of 64 KiB - 1 to 2 MiB stay byte-exact through DLQ, redrive, compaction, SIGKILL",
   sanitizeOps: false,
@@ -63,39 +45,42 @@ Deno.test({
       const hashes = new Map<string, string>(); // id → hash of what was published
       for (const size of [...SIZES, ...SIZES]) {
         const payload = randomPayload(size);
-        hashes.set(await publishBytes(child, "big", payload), await sha256(payload));
+        hashes.set((await publish(child, "big", payload)).id, await sha256(payload));
       }
       // Peeks and consumes answer the bytes that were published.
-      for (const m of await consume(child.url, "big", "peek=true&limit=1000")) {
-        assert.equal(await hashOf(m), hashes.get(m.id), `peek of ${m.id}`);
+      for (const m of await consumeList(child.url, "big", "peek=true&limit=1000")) {
+        assertEquals(await hashOf(m), hashes.get(m.id), `peek of ${m.id}`);
       }
       // A message of its own topic goes to the DLQ by three requeues, then back by redrive.
       const poison = randomPayload(1024 * KIB);
-      const poisonId = await publishBytes(child, "dl", poison);
+      const poisonId = (await publish(child, "dl", poison)).id;
       hashes.set(poisonId, await sha256(poison));
       for (let attempt = 1; attempt <= 3; attempt++) {
-        const [m] = await consume(child.url, "dl", "limit=1");
-        assert.equal(await hashOf(m!), hashes.get(poisonId));
-        assert.equal(await requeue(child, m), attempt < 3 ? "requeued" : "dead_lettered");
+        const [m] = await consumeList(child.url, "dl", "limit=1");
+        assertEquals(await hashOf(m!), hashes.get(poisonId));
+        assertEquals(
+          (await requeue(child, m)).status,
+          attempt < 3 ? "requeued" : "dead_lettered",
+        );
       }
-      const [dead] = await consume(child.url, "dl.dlq", "peek=true");
-      assert.equal(await hashOf(dead!), hashes.get(poisonId), "the dead letter");
+      const [dead] = await consumeList(child.url, "dl.dlq", "peek=true");
+      assertEquals(await hashOf(dead!), hashes.get(poisonId), "the dead letter");
       const redrive = await fetch(`${child.url}/api/queues/redrive?queue=dl`, { method: "POST" });
-      assert.equal((await json<{ moved: number }>(redrive)).moved, 1);
-      const [redriven] = await consume(child.url, "dl", "peek=true");
-      assert.equal(await hashOf(redriven!), hashes.get(poisonId), "the redriven message");
+      assertEquals((await json<{ moved: number }>(redrive)).moved, 1);
+      const [redriven] = await consumeList(child.url, "dl", "peek=true");
+      assertEquals(await hashOf(redriven!), hashes.get(poisonId), "the redriven message");
       // Acking half leaves the file mostly garbage: compaction rewrites it around the rest.
       const taken = await drain(child.url, "big", "limit=1000");
       const acked = new Set<string>();
       for (const [i, m] of taken.entries()) {
-        assert.equal(await hashOf(m), hashes.get(m.id), `consume of ${m.id}`);
+        assertEquals(await hashOf(m), hashes.get(m.id), `consume of ${m.id}`);
         if (i % 2) continue;
         const res = await fetch(`${child.url}/ack/big/${m.id}`, { method: "POST" });
-        assert.equal(res.status, 204);
+        assertEquals(res.status, 204);
         await res.body?.cancel();
         acked.add(m.id);
       }
-      assert.equal(taken.length, hashes.size - 1, "every message was taken once");
+      assertEquals(taken.length, hashes.size - 1, "every message was taken once");
       await child.logged("compacted");
       await stop(child, "SIGKILL");
 
@@ -108,8 +93,8 @@ Deno.test({
         await Promise.all(back.map(async (m) => [m.id, await hashOf(m)] as const)),
       );
       const expected = [...hashes].filter(([id]) => !acked.has(id));
-      assert.deepEqual([...found].sort(), expected.sort(), "what survives, byte for byte");
-      assert.equal(logLines(child).filter((l) => l.level === "warn").length, 0);
+      assertEquals([...found].sort(), expected.sort(), "what survives, byte for byte");
+      assertEquals(logLines(child).filter((l) => l.level === "warn").length, 0);
       await stop(child, "SIGTERM");
     }),
 });

@@ -4,20 +4,10 @@
  * dead letters, and topic settings.
  */
 
-import assert from "node:assert/strict";
-import type { ChildBroker } from "../_support/server.ts";
-import {
-  consume,
-  json,
-  logLines,
-  publish,
-  queues,
-  start,
-  stop,
-  text,
-  type WireMessage,
-  withDataDir,
-} from "./_util.ts";
+import { assert, assertEquals } from "../_support/assert.ts";
+import type { MessageJson } from "../../protocol/wire.ts";
+import { type ChildBroker, logLines, start, stop, withDataDir } from "../_support/child.ts";
+import { consumeList, json, queues, textOf, tryPublish } from "../_support/http.ts";
 
 /** Max queue size of both runs, so the drop-oldest policy can be seen to act after restart. */
 const MAX_QUEUE = 12;
@@ -45,7 +35,7 @@ async function snapshot(url: string): Promise<Record<string, unknown>> {
   }
   const groups = await fetch(`${url}/api/groups?topic=orders`).then((r) => json(r));
   const peek = async (topic: string, group = "") =>
-    await consume(url, topic, `peek=true&limit=100${group ? `&group=${group}` : ""}`);
+    await consumeList(url, topic, `peek=true&limit=100${group ? `&group=${group}` : ""}`);
   return {
     listing,
     groups,
@@ -58,8 +48,8 @@ async function snapshot(url: string): Promise<Record<string, unknown>> {
 
 /** Moves `topic`'s next message through consume → requeue once; returns the answer. */
 async function requeueNext(child: ChildBroker, topic: string, reason: string) {
-  const [m] = await consume(child.url, topic, "limit=1");
-  assert.ok(m, `nothing to requeue in ${topic}`);
+  const [m] = await consumeList(child.url, topic, "limit=1");
+  assert(m, `nothing to requeue in ${topic}`);
   return await postJson(child.url, `/requeue?reason=${reason}`, m);
 }
 
@@ -79,71 +69,72 @@ Deno.test({
         policy: "drop-oldest",
         retain: "1h",
       });
-      assert.equal(topic.status, 201, JSON.stringify(topic.body));
-      assert.equal(topic.body.policy, "drop-oldest");
+      assertEquals(topic.status, 201, JSON.stringify(topic.body));
+      assertEquals(topic.body.policy, "drop-oldest");
       const group = await postJson(url(), "/api/groups", { topic: "orders", group: "billing" });
-      assert.equal(group.status, 201, JSON.stringify(group.body));
+      assertEquals(group.status, 201, JSON.stringify(group.body));
 
       // One message the default group acks and the billing group keeps.
-      const first = await publish(url(), "orders", "m-acked", { query: "priority=high" });
-      assert.equal(first.status, 201);
-      const [taken] = await consume(url(), "orders", "limit=1");
-      assert.equal(taken && text(taken), "m-acked");
+      const first = await tryPublish(url(), "orders", "m-acked", "priority=high");
+      assertEquals(first.status, 201);
+      const [taken] = await consumeList(url(), "orders", "limit=1");
+      assertEquals(taken && textOf(taken), "m-acked");
       const ack = await fetch(`${url()}/ack/orders/${taken!.id}`, { method: "POST" });
       await ack.body?.cancel();
-      assert.equal(ack.status, 204);
+      assertEquals(ack.status, 204);
 
       const pubs = {
-        low: await publish(url(), "orders", "m-low", {
-          query: "priority=low",
-          headers: { "X-MQ-Trace": "trace-1", "X-MQ-Tenant": "acme" },
+        low: await tryPublish(url(), "orders", "m-low", "priority=low", {
+          "X-MQ-Trace": "trace-1",
+          "X-MQ-Tenant": "acme",
         }),
-        normal: await publish(url(), "orders", "m-normal"),
-        high: await publish(url(), "orders", "m-high", {
-          query: "priority=high",
-          headers: { "X-MQ-Tenant": "globex" },
+        normal: await tryPublish(url(), "orders", "m-normal"),
+        high: await tryPublish(url(), "orders", "m-high", "priority=high", {
+          "X-MQ-Tenant": "globex",
         }),
-        ttl: await publish(url(), "orders", "m-ttl", { query: "ttl=30m" }),
-        delayed: await publish(url(), "orders", "m-delayed", { query: "delay=1h" }),
-        idem: await publish(url(), "orders", "m-idem", { headers: { "Idempotency-Key": "key-1" } }),
-        auto: await publish(url(), "orders", "m-auto", { query: "idempotency=auto" }),
+        ttl: await tryPublish(url(), "orders", "m-ttl", "ttl=30m"),
+        delayed: await tryPublish(url(), "orders", "m-delayed", "delay=1h"),
+        idem: await tryPublish(url(), "orders", "m-idem", "", { "Idempotency-Key": "key-1" }),
+        auto: await tryPublish(url(), "orders", "m-auto", "idempotency=auto"),
       };
-      for (const [k, p] of Object.entries(pubs)) assert.equal(p.status, 201, `${k}: ${p.body}`);
-      assert.ok(pubs.delayed.body.visible_at, "a delayed publish answers visible_at");
+      for (const [k, p] of Object.entries(pubs)) {
+        assertEquals(p.status, 201, `${k}: ${p.body}`);
+      }
+      assert(pubs.delayed.body.visible_at, "a delayed publish answers visible_at");
 
       // jobs: one message dead-lettered after 3 requeues, one requeued once.
-      assert.equal((await publish(url(), "jobs", "j-dead")).status, 201);
+      assertEquals((await tryPublish(url(), "jobs", "j-dead")).status, 201);
       for (let i = 1; i <= 3; i++) {
         const r = await requeueNext(child, "jobs", "boom");
-        assert.equal(r.status, 200, JSON.stringify(r.body));
-        assert.equal(r.body.retry_count, i);
-        assert.equal(r.body.status, i < 3 ? "requeued" : "dead_lettered");
+        assertEquals(r.status, 200, JSON.stringify(r.body));
+        assertEquals(r.body.retry_count, i);
+        assertEquals(r.body.status, i < 3 ? "requeued" : "dead_lettered");
       }
-      assert.equal((await publish(url(), "jobs", "j-requeued")).status, 201);
+      assertEquals((await tryPublish(url(), "jobs", "j-requeued")).status, 201);
       const once = await requeueNext(child, "jobs", "flaky");
-      assert.equal(once.body.status, "requeued");
-      assert.equal(once.body.retry_count, 1);
+      assertEquals(once.body.status, "requeued");
+      assertEquals(once.body.retry_count, 1);
 
       const before = await snapshot(url());
       const status = await stop(child, "SIGTERM");
-      assert.equal(status.code, 0, `exit code after SIGTERM:\n${child.logs.join("\n")}`);
+      assertEquals(status.code, 0, `exit code after SIGTERM:\n${child.logs.join("\n")}`);
       const lastLines = logLines(child).slice(-5).map((l) => l.msg);
-      assert.ok(
+      assert(
         lastLines.some((m) => typeof m === "string" && /stop|shut|drain|clos|exit/i.test(m)),
         `no shutdown log line; last lines: ${JSON.stringify(lastLines)}`,
       );
 
       child = await start(dir, env);
       const after = await snapshot(url());
-      assert.deepEqual(after, before, "state after restart equals state before");
+      assertEquals(after, before, "state after restart equals state before");
 
       // Spot checks of what the snapshot holds, so an empty snapshot cannot pass.
       const listing = after.listing as Record<string, Record<string, unknown>>;
-      assert.equal(listing.orders?.policy, "drop-oldest");
-      assert.equal(listing.orders?.retain, "1h");
-      assert.equal(listing.orders?.delayed, 1);
-      const orders = after.orders as WireMessage[];
-      assert.deepEqual(orders.map(text), [
+      assertEquals(listing.orders?.policy, "drop-oldest");
+      assertEquals(listing.orders?.retain, "1h");
+      assertEquals(listing.orders?.delayed, 1);
+      const orders = after.orders as MessageJson[];
+      assertEquals(orders.map(textOf), [
         "m-high",
         "m-normal",
         "m-ttl",
@@ -151,65 +142,73 @@ Deno.test({
         "m-auto",
         "m-low",
       ]);
-      const byText = new Map(orders.map((m) => [text(m), m]));
-      assert.deepEqual(byText.get("m-low")?.headers, {
+      const byText = new Map(orders.map((m) => [textOf(m), m]));
+      assertEquals(byText.get("m-low")?.headers, {
         "x-mq-trace": "trace-1",
         "x-mq-tenant": "acme",
       });
-      assert.deepEqual(byText.get("m-high")?.headers, { "x-mq-tenant": "globex" });
-      assert.equal(byText.get("m-low")?.priority, "low");
-      assert.equal(byText.get("m-ttl")?.expires_at, pubs.ttl.body.expires_at);
-      assert.equal(byText.get("m-normal")?.expires_at, pubs.normal.body.expires_at, "retain TTL");
-      assert.ok(byText.get("m-normal")?.expires_at, "retain gives every message a TTL");
-      const billing = after.ordersBilling as WireMessage[];
-      assert.deepEqual(
-        billing.map(text),
+      assertEquals(byText.get("m-high")?.headers, { "x-mq-tenant": "globex" });
+      assertEquals(byText.get("m-low")?.priority, "low");
+      assertEquals(byText.get("m-ttl")?.expires_at, pubs.ttl.body.expires_at);
+      assertEquals(
+        byText.get("m-normal")?.expires_at,
+        pubs.normal.body.expires_at,
+        "retain TTL",
+      );
+      assert(byText.get("m-normal")?.expires_at, "retain gives every message a TTL");
+      const billing = after.ordersBilling as MessageJson[];
+      assertEquals(
+        billing.map(textOf),
         ["m-acked", "m-high", "m-normal", "m-ttl", "m-idem", "m-auto", "m-low"],
         "the billing group keeps its own copies, including the one the default group acked",
       );
-      const jobs = after.jobs as WireMessage[];
-      assert.deepEqual(jobs.map((m) => [text(m), m.retry_count]), [["j-requeued", 1]]);
-      const dlq = after.jobsDlq as WireMessage[];
-      assert.deepEqual(dlq.map(text), ["j-dead"]);
-      assert.equal(dlq[0]?.retry_count, 3);
-      assert.equal(dlq[0]?.reason, "boom", "the requeue reason is kept on the dead letter");
-      assert.equal(jobs[0]?.reason, "flaky", "the requeue reason is kept on the message");
+      const jobs = after.jobs as MessageJson[];
+      assertEquals(jobs.map((m) => [textOf(m), m.retry_count]), [["j-requeued", 1]]);
+      const dlq = after.jobsDlq as MessageJson[];
+      assertEquals(dlq.map(textOf), ["j-dead"]);
+      assertEquals(dlq[0]?.retry_count, 3);
+      assertEquals(
+        dlq[0]?.reason,
+        "boom",
+        "the requeue reason is kept on the dead letter",
+      );
+      assertEquals(jobs[0]?.reason, "flaky", "the requeue reason is kept on the message");
 
       // Idempotency keys still dedupe, with the original id.
-      const again = await publish(url(), "orders", "other body", {
-        headers: { "Idempotency-Key": "key-1" },
+      const again = await tryPublish(url(), "orders", "other body", "", {
+        "Idempotency-Key": "key-1",
       });
-      assert.equal(again.status, 200, JSON.stringify(again.body));
-      assert.equal(again.body.deduplicated, true);
-      assert.equal(again.body.id, pubs.idem.body.id);
-      const autoAgain = await publish(url(), "orders", "m-auto", { query: "idempotency=auto" });
-      assert.equal(autoAgain.status, 200, JSON.stringify(autoAgain.body));
-      assert.equal(autoAgain.body.id, pubs.auto.body.id);
+      assertEquals(again.status, 200, JSON.stringify(again.body));
+      assertEquals(again.body.deduplicated, true);
+      assertEquals(again.body.id, pubs.idem.body.id);
+      const autoAgain = await tryPublish(url(), "orders", "m-auto", "idempotency=auto");
+      assertEquals(autoAgain.status, 200, JSON.stringify(autoAgain.body));
+      assertEquals(autoAgain.body.id, pubs.auto.body.id);
 
       // The delayed message is still hidden.
-      const ready = await consume(url(), "orders", "peek=true&limit=100");
-      assert.ok(!ready.some((m) => text(m) === "m-delayed"), "m-delayed became visible early");
+      const ready = await consumeList(url(), "orders", "peek=true&limit=100");
+      assert(!ready.some((m) => textOf(m) === "m-delayed"), "m-delayed became visible early");
 
       // The drop-oldest policy still acts: publishing past the limit never answers 429.
       for (let i = 0; i < MAX_QUEUE; i++) {
-        const p = await publish(url(), "orders", `fill-${i}`);
-        assert.equal(p.status, 201, `fill-${i}: ${JSON.stringify(p.body)}`);
+        const p = await tryPublish(url(), "orders", `fill-${i}`);
+        assertEquals(p.status, 201, `fill-${i}: ${JSON.stringify(p.body)}`);
       }
       const full = (await queues(url())).get("orders");
-      assert.ok(full, "orders listed");
-      assert.ok(full.depth + full.delayed + full.in_flight <= MAX_QUEUE, JSON.stringify(full));
+      assert(full, "orders listed");
+      assert(full.depth + full.delayed + full.in_flight <= MAX_QUEUE, JSON.stringify(full));
 
       // A redrive after the restart brings the dead letter back with retry_count 0.
       const redrive = await fetch(`${url()}/api/queues/redrive?queue=jobs`, { method: "POST" });
       const rd = await json<Record<string, unknown>>(redrive);
-      assert.equal(redrive.status, 200, JSON.stringify(rd));
-      assert.equal(rd.moved, 1);
-      const all = await consume(url(), "jobs", "limit=10&auto_ack=true");
-      assert.deepEqual(
-        all.map((m) => [text(m), m.retry_count]).sort(),
+      assertEquals(redrive.status, 200, JSON.stringify(rd));
+      assertEquals(rd.moved, 1);
+      const all = await consumeList(url(), "jobs", "limit=10&auto_ack=true");
+      assertEquals(
+        all.map((m) => [textOf(m), m.retry_count]).sort(),
         [["j-dead", 0], ["j-requeued", 1]],
       );
 
-      assert.equal((await stop(child, "SIGTERM")).code, 0);
+      assertEquals((await stop(child, "SIGTERM")).code, 0);
     }),
 });

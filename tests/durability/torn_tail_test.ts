@@ -5,25 +5,29 @@
  * format version stops start-up instead of being cut or skipped.
  */
 
-import assert from "node:assert/strict";
+import {
+  assert,
+  assertEquals,
+  assertMatch,
+  assertNotEquals,
+  assertNotMatch,
+} from "../_support/assert.ts";
 import {
   decodeRecord,
   FILE_HEADER_BYTES,
   FRAME_HEADER_BYTES,
   RecordType,
 } from "../../lib/wal_record.ts";
-import type { ChildBroker } from "../_support/server.ts";
 import {
-  consume,
-  fileSize,
+  type ChildBroker,
   logLines,
-  publish,
+  runMain,
   start,
   stop,
-  text,
-  walPath,
   withDataDir,
-} from "./_util.ts";
+} from "../_support/child.ts";
+import { fileSize, walPath } from "../_support/files.ts";
+import { consumeList, textOf, tryPublish } from "../_support/http.ts";
 
 const TOPIC = "torn";
 
@@ -42,7 +46,7 @@ function frames(bytes: Uint8Array): Frame[] {
   while (pos < bytes.length) {
     const len = view.getUint32(pos, true);
     const body = bytes.subarray(pos + FRAME_HEADER_BYTES, pos + FRAME_HEADER_BYTES + len);
-    assert.equal(body.length, len, `frame at ${pos} runs past the end of the file`);
+    assertEquals(body.length, len, `frame at ${pos} runs past the end of the file`);
     out.push({ offset: pos, size: FRAME_HEADER_BYTES + len, type: decodeRecord(body).type });
     pos += FRAME_HEADER_BYTES + len;
   }
@@ -51,13 +55,13 @@ function frames(bytes: Uint8Array): Frame[] {
 
 /** Payloads the default group would take next, in order, without taking them. */
 async function held(child: ChildBroker): Promise<string[]> {
-  return (await consume(child.url, TOPIC, "peek=true&limit=1000")).map(text);
+  return (await consumeList(child.url, TOPIC, "peek=true&limit=1000")).map(textOf);
 }
 
 async function publishAll(child: ChildBroker, payloads: string[]): Promise<void> {
   for (const p of payloads) {
-    const r = await publish(child.url, TOPIC, p);
-    assert.equal(r.status, 201, `${p}: ${JSON.stringify(r.body)}`);
+    const r = await tryPublish(child.url, TOPIC, p);
+    assertEquals(r.status, 201, `${p}: ${JSON.stringify(r.body)}`);
   }
 }
 
@@ -132,16 +136,16 @@ for (const d of DAMAGES) {
         let child = await start(dir);
         // 25 publishes, 5 of them acked (an ACK record), then 5 more: the last record is a PUBLISH.
         await publishAll(child, Array.from({ length: 25 }, (_, i) => `torn-${i}`));
-        const acked = await consume(child.url, TOPIC, "limit=5&auto_ack=true");
-        assert.deepEqual(acked.map(text), ["torn-0", "torn-1", "torn-2", "torn-3", "torn-4"]);
+        const acked = await consumeList(child.url, TOPIC, "limit=5&auto_ack=true");
+        assertEquals(acked.map(textOf), ["torn-0", "torn-1", "torn-2", "torn-3", "torn-4"]);
         await publishAll(child, Array.from({ length: 5 }, (_, i) => `torn-${25 + i}`));
         await stop(child, "SIGKILL");
 
         const intact = await Deno.readFile(path);
         const all = frames(intact);
         const last = all[all.length - 1]!;
-        assert.equal(last.type, RecordType.Publish);
-        assert.ok(all.some((f) => f.type === RecordType.Ack), "an ACK record precedes the tail");
+        assertEquals(last.type, RecordType.Publish);
+        assert(all.some((f) => f.type === RecordType.Ack), "an ACK record precedes the tail");
         const damaged = d.damage(intact, last);
         await Deno.writeFile(path, damaged);
 
@@ -151,23 +155,31 @@ for (const d of DAMAGES) {
 
         child = await start(dir);
         const warns = cutWarnings(child);
-        assert.equal(warns.length, 1, `one warn line about the cut:\n${child.logs.join("\n")}`);
-        assert.equal(warns[0]!.path, path);
-        assert.equal(warns[0]!.valid_bytes, validBytes);
-        assert.equal(warns[0]!.cut_bytes, damaged.length - validBytes);
+        assertEquals(
+          warns.length,
+          1,
+          `one warn line about the cut:\n${child.logs.join("\n")}`,
+        );
+        assertEquals(warns[0]!.path, path);
+        assertEquals(warns[0]!.valid_bytes, validBytes);
+        assertEquals(warns[0]!.cut_bytes, damaged.length - validBytes);
         const kept = await Deno.readFile(String(warns[0]!.kept_in));
-        assert.deepEqual(kept, damaged.slice(validBytes), "the cut bytes are kept");
-        assert.equal(await fileSize(path), validBytes, "the file is cut back to its valid part");
-        assert.deepEqual(await held(child), expected);
+        assertEquals(kept, damaged.slice(validBytes), "the cut bytes are kept");
+        assertEquals(
+          await fileSize(path),
+          validBytes,
+          "the file is cut back to its valid part",
+        );
+        assertEquals(await held(child), expected);
 
         // New records go where the cut was, and survive a crash and restart.
         const more = ["after-0", "after-1", "after-2"];
         await publishAll(child, more);
         await stop(child, "SIGKILL");
         child = await start(dir);
-        assert.deepEqual(cutWarnings(child), [], "nothing left to cut on the next start");
-        assert.deepEqual(await held(child), [...expected, ...more]);
-        assert.deepEqual(
+        assertEquals(cutWarnings(child), [], "nothing left to cut on the next start");
+        assertEquals(await held(child), [...expected, ...more]);
+        assertEquals(
           frames(await Deno.readFile(path)).length,
           all.length - (d.losesLast ? 1 : 0) + more.length,
           "the file holds exactly the surviving and the new records",
@@ -191,36 +203,21 @@ Deno.test({
 
       child = await start(dir);
       const firstLogs = child.logs.slice();
-      assert.deepEqual(await held(child), []);
+      assertEquals(await held(child), []);
       await publishAll(child, ["y"]);
       await stop(child, "SIGKILL");
       child = await start(dir);
-      assert.deepEqual(await held(child), ["y"]);
+      assertEquals(await held(child), ["y"]);
       await stop(child, "SIGTERM");
       // Bytes were thrown away: say so, as every other cut does (wal.ts: "cuts ... logging it").
       const warned = firstLogs.filter((l) => /"level":"warn"/.test(l) && /cut/i.test(l));
-      assert.equal(warned.length, 1, `a warn line about the cut:\n${firstLogs.join("\n")}`);
+      assertEquals(
+        warned.length,
+        1,
+        `a warn line about the cut:\n${firstLogs.join("\n")}`,
+      );
     }),
 });
-
-/** Runs main.ts to its exit (bounded); for start-ups that must fail. */
-async function runToExit(dir: string): Promise<{ code: number; stderr: string }> {
-  const mainTs = new URL("../../main.ts", import.meta.url).pathname;
-  const proc = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", mainTs, "--port", "0", "--data-dir", dir],
-    env: { NO_COLOR: "1" },
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 15_000);
-  try {
-    const out = await proc.output();
-    return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 Deno.test({
   name: "a WAL file of an unknown format version stops start-up, naming the file, losing nothing",
@@ -231,10 +228,10 @@ Deno.test({
       let child = await start(dir);
       for (const t of ["fine", "future"]) {
         for (let i = 0; i < 3; i++) {
-          assert.equal((await publish(child.url, t, `${t}-${i}`)).status, 201);
+          assertEquals((await tryPublish(child.url, t, `${t}-${i}`)).status, 201);
         }
       }
-      assert.equal((await stop(child, "SIGTERM")).code, 0);
+      assertEquals((await stop(child, "SIGTERM")).code, 0);
 
       const future = walPath(dir, "future");
       const original = await Deno.readFile(future);
@@ -243,25 +240,25 @@ Deno.test({
       await Deno.writeFile(future, bumped);
       const fineBefore = await Deno.readFile(walPath(dir, "fine"));
 
-      const { code, stderr } = await runToExit(dir);
-      assert.notEqual(code, 0, `start-up must fail:\n${stderr}`);
-      assert.doesNotMatch(stderr, /"msg":"listening"/);
-      assert.doesNotMatch(stderr, /^\s+at /m, "no stack trace");
+      const { code, stderr } = await runMain({ dataDir: dir, args: ["--port", "0"] });
+      assertNotEquals(code, 0, `start-up must fail:\n${stderr}`);
+      assertNotMatch(stderr, /"msg":"listening"/);
+      assertNotMatch(stderr, /^\s+at /m, "no stack trace");
       // One plain line for a human (plus the structured log line of the same error).
       const plain = stderr.split("\n").filter((l) => l.trim() !== "" && !l.startsWith("{"));
-      assert.equal(plain.length, 1, `one plain error line:\n${stderr}`);
-      assert.match(plain[0]!, /future\.wal/);
-      assert.match(plain[0]!, /version 2/);
+      assertEquals(plain.length, 1, `one plain error line:\n${stderr}`);
+      assertMatch(plain[0]!, /future\.wal/);
+      assertMatch(plain[0]!, /version 2/);
       // Neither file was cut, rewritten or removed.
-      assert.deepEqual(await Deno.readFile(future), bumped);
-      assert.deepEqual(await Deno.readFile(walPath(dir, "fine")), fineBefore);
+      assertEquals(await Deno.readFile(future), bumped);
+      assertEquals(await Deno.readFile(walPath(dir, "fine")), fineBefore);
 
       // Put the version back: everything is still there.
       await Deno.writeFile(future, original);
       child = await start(dir);
       for (const t of ["fine", "future"]) {
-        const got = (await consume(child.url, t, "peek=true&limit=10")).map(text);
-        assert.deepEqual(got, [`${t}-0`, `${t}-1`, `${t}-2`]);
+        const got = (await consumeList(child.url, t, "peek=true&limit=10")).map(textOf);
+        assertEquals(got, [`${t}-0`, `${t}-1`, `${t}-2`]);
       }
       await stop(child, "SIGTERM");
     }),
@@ -275,11 +272,11 @@ Deno.test({
     withDataDir(async (dir) => {
       const junk = new TextEncoder().encode("this is not a write-ahead log, keep me\n");
       await Deno.writeFile(walPath(dir, "stranger"), junk);
-      const { code, stderr } = await runToExit(dir);
-      assert.notEqual(code, 0, `start-up must fail:\n${stderr}`);
-      assert.match(stderr, /stranger\.wal/);
-      assert.doesNotMatch(stderr, /^\s+at /m, "no stack trace");
-      assert.deepEqual(await Deno.readFile(walPath(dir, "stranger")), junk, "file untouched");
+      const { code, stderr } = await runMain({ dataDir: dir, args: ["--port", "0"] });
+      assertNotEquals(code, 0, `start-up must fail:\n${stderr}`);
+      assertMatch(stderr, /stranger\.wal/);
+      assertNotMatch(stderr, /^\s+at /m, "no stack trace");
+      assertEquals(await Deno.readFile(walPath(dir, "stranger")), junk, "file untouched");
     }),
 });
 
@@ -292,16 +289,16 @@ for (const size of [0, 10]) {
       withDataDir(async (dir) => {
         let child = await start(dir);
         await publishAll(child, ["kept"]);
-        assert.equal((await publish(child.url, "fresh", "x")).status, 201);
+        assertEquals((await tryPublish(child.url, "fresh", "x")).status, 201);
         await stop(child, "SIGKILL");
         // A SIGKILL right after `fresh.wal` was created leaves it empty or with half a header.
         const fresh = walPath(dir, "fresh");
         await Deno.writeFile(fresh, (await Deno.readFile(fresh)).slice(0, size));
 
         child = await start(dir);
-        assert.deepEqual(await held(child), ["kept"]);
+        assertEquals(await held(child), ["kept"]);
         const status = await stop(child, "SIGTERM", 5_000);
-        assert.equal(
+        assertEquals(
           status.code,
           0,
           `SIGTERM did not end the broker within 5 s (it was SIGKILLed); last lines:\n${
@@ -309,7 +306,7 @@ for (const size of [0, 10]) {
           }`,
         );
         child = await start(dir);
-        assert.deepEqual(await held(child), ["kept"]);
+        assertEquals(await held(child), ["kept"]);
         await stop(child, "SIGKILL");
       }),
   });
@@ -335,21 +332,25 @@ Deno.test({
 
       child = await start(dir);
       const skippedLines = logLines(child).filter((l) => l.msg === "WAL damage skipped");
-      assert.equal(skippedLines.length, 1, child.logs.join("\n"));
+      assertEquals(skippedLines.length, 1, child.logs.join("\n"));
       const line = skippedLines[0]!;
-      assert.deepEqual([line.offset, line.bytes, line.reason], [
+      assertEquals([line.offset, line.bytes, line.reason], [
         bad.offset,
         bad.size,
         "checksum mismatch",
       ]);
-      assert.deepEqual(await held(child), payloads.filter((p) => p !== "mid-49"));
+      assertEquals(await held(child), payloads.filter((p) => p !== "mid-49"));
       const kept = await Deno.readFile(String(line.kept_in));
-      assert.deepEqual(kept, damaged.slice(bad.offset, bad.offset + bad.size));
+      assertEquals(kept, damaged.slice(bad.offset, bad.offset + bad.size));
       await publishAll(child, ["after"]);
       await stop(child, "SIGKILL");
       child = await start(dir);
-      assert.equal(logLines(child).filter((l) => l.level === "warn").length, 0, "clean now");
-      assert.equal((await held(child)).length, 150);
+      assertEquals(
+        logLines(child).filter((l) => l.level === "warn").length,
+        0,
+        "clean now",
+      );
+      assertEquals((await held(child)).length, 150);
       await stop(child, "SIGTERM");
     }),
 });
@@ -363,8 +364,8 @@ Deno.test({
       const path = walPath(dir, TOPIC);
       let child = await start(dir);
       await publishAll(child, Array.from({ length: 10 }, (_, i) => `ack-${i}`));
-      const taken = await consume(child.url, TOPIC, "limit=4&auto_ack=true");
-      assert.equal(taken.length, 4);
+      const taken = await consumeList(child.url, TOPIC, "limit=4&auto_ack=true");
+      assertEquals(taken.length, 4);
       await publishAll(child, ["later"]);
       await stop(child, "SIGKILL");
       const intact = await Deno.readFile(path);
@@ -374,7 +375,7 @@ Deno.test({
       await Deno.writeFile(path, damaged);
 
       child = await start(dir);
-      assert.deepEqual(await held(child), [
+      assertEquals(await held(child), [
         ...Array.from({ length: 10 }, (_, i) => `ack-${i}`),
         "later",
       ]);

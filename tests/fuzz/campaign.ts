@@ -7,7 +7,7 @@
  * dir and the campaign goes on.
  */
 
-import { type ChildBroker, spawnBroker } from "../_support/server.ts";
+import { type ChildBroker, spawnBroker } from "../_support/child.ts";
 import { type FuzzRequest, Generator } from "./generator.ts";
 import { judge } from "./check.ts";
 import { type Answer, send } from "./http.ts";
@@ -275,7 +275,7 @@ class Campaign {
     if (this.child) {
       this.child.kill("SIGKILL");
       await this.child.exited;
-      await new Promise((r) => setTimeout(r, 50)); // let spawnBroker's stderr reader finish
+      await this.child.ended;
     }
     if (this.dataDir) await Deno.remove(this.dataDir, { recursive: true }).catch(() => {});
   }

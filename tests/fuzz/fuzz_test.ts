@@ -4,7 +4,7 @@
  * a child process. Any finding fails the test with the report; `deno task fuzz` runs long ones.
  */
 
-import assert from "node:assert/strict";
+import { assertEquals } from "../_support/assert.ts";
 import { runCampaign } from "./campaign.ts";
 import { formatReport } from "./report.ts";
 
@@ -23,6 +23,10 @@ Deno.test({
       `FUZZ_SEED=${seed} deno test -A tests/fuzz/fuzz_test.ts`,
     );
     console.log(text);
-    assert.equal(report.findings.length, 0, `fuzz seed ${seed} found violations (report above)`);
+    assertEquals(
+      report.findings.length,
+      0,
+      `fuzz seed ${seed} found violations (report above)`,
+    );
   },
 });

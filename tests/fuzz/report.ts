@@ -4,7 +4,7 @@
  * kind and route, each with its first request and answer, ready to replay from the seed.
  */
 
-import type { ChildBroker } from "../_support/server.ts";
+import type { ChildBroker } from "../_support/child.ts";
 import { ROUTES } from "../../routes/app.ts";
 import type { FuzzRequest } from "./generator.ts";
 import { bytesPrefix, describe, describeAnswer } from "./check.ts";

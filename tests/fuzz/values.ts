@@ -4,7 +4,7 @@
  * Headers, bodies, Host values and methods are in fuzz_inputs.ts.
  */
 
-import { prng } from "../durability/_util.ts";
+import { prng } from "../_support/prng.ts";
 
 /** Bytes backed by a plain ArrayBuffer (what fetch takes as a body). */
 export type Bytes = Uint8Array<ArrayBuffer>;

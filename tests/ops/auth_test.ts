@@ -4,7 +4,7 @@
  * and its SIGHUP reload.
  */
 
-import assert from "node:assert/strict";
+import { assert, assertEquals, assertNotEquals, Failures } from "../_support/assert.ts";
 import { KeyRing, type KeyScope } from "../../lib/auth.ts";
 import { Broker } from "../../lib/broker.ts";
 import { defaultConfig } from "../../lib/config.ts";
@@ -13,9 +13,9 @@ import { createHandler, ROUTES } from "../../routes/app.ts";
 import { authHook } from "../../routes/auth.ts";
 import { json } from "../../routes/http.ts";
 import type { Route } from "../../routes/router.ts";
-import { spawnBroker, startBroker } from "../_support/server.ts";
-import { assertProblem, call, Failures } from "../routes/_http.ts";
-import { callRoute, waitForLog } from "./_ops.ts";
+import { parseLogLine, runMain, spawnBroker } from "../_support/child.ts";
+import { assertProblem, call } from "../_support/http.ts";
+import { startBroker } from "../_support/server.ts";
 
 const FULL = "full-key-7c1e0b";
 const KEYS: Record<KeyScope, string> = {
@@ -26,6 +26,58 @@ const KEYS: Record<KeyScope, string> = {
 const API_KEYS = `${FULL},${KEYS.publish}:publish,${KEYS.consume}:consume,${KEYS.admin}:admin`;
 
 const bearer = (k: string) => ({ authorization: `Bearer ${k}` });
+
+/** Values for every path parameter a route may have. */
+const PARAMS: Record<string, string> = { topic: "t1", id: "0190b8a2-0000-7000-8000-000000000001" };
+
+/**
+ * A JSON body that satisfies every JSON route's required fields (topics, groups, requeue, batch
+ * ack, dashboard publish/consume, webhooks), so a route added later gets a plausible request too.
+ */
+const BODY = {
+  name: "t-created",
+  topic: "t1",
+  group: "g-created",
+  queue: "t1",
+  payload: "hello",
+  id: PARAMS.id,
+  ids: [PARAMS.id],
+  url: "http://127.0.0.1:9/hook",
+};
+
+/** The path of a route with its parameters filled in, and the `queue`/`topic` query. */
+function pathOf(route: Route): string {
+  const path = route.pattern.replace(/:(\w+)/g, (_, name: string) => PARAMS[name] ?? "x1");
+  return `${path}?queue=t1&topic=t1`;
+}
+
+/** Sends a plausible request for a route; reads only the status (a stream's body is dropped). */
+async function callRoute(
+  base: string,
+  route: Route,
+  headers: Record<string, string> = {},
+  path = pathOf(route),
+): Promise<{ status: number; code?: string; text: string }> {
+  const init: RequestInit = { method: route.method, headers: { ...headers } };
+  if (route.method === "POST" && route.pattern.startsWith("/publish/")) {
+    init.body = "hello";
+  } else if (route.method === "POST" || route.method === "PUT") {
+    init.body = JSON.stringify(BODY);
+    (init.headers as Record<string, string>)["content-type"] = "application/json";
+  }
+  const res = await fetch(base + path, init);
+  const streaming = (res.headers.get("content-type") ?? "").startsWith("text/event-stream");
+  if (streaming) {
+    await res.body?.cancel();
+    return { status: res.status, text: "" };
+  }
+  const text = await res.text();
+  let code: string | undefined;
+  try {
+    code = JSON.parse(text).code;
+  } catch { /* not JSON */ }
+  return { status: res.status, code, text };
+}
 
 /** Drain ends the broker's service, so it goes last. */
 function routesDrainLast(): Route[] {
@@ -38,20 +90,20 @@ Deno.test("auth: every non-public route answers 401 without a key or with a wron
   const b = await startBroker({ apiKeys: API_KEYS });
   try {
     const routes = routesDrainLast();
-    assert.ok(routes.some((r) => r.scope !== "public"));
+    assert(routes.some((r) => r.scope !== "public"));
     const f = new Failures();
     for (const r of routes) {
       const label = `${r.method} ${r.pattern}`;
       if (r.scope === "public") {
         const res = await callRoute(b.url, r);
-        f.check(`${label} (public, no key)`, () => assert.ok(![401, 403].includes(res.status)));
+        f.check(`${label} (public, no key)`, () => assert(![401, 403].includes(res.status)));
         continue;
       }
       for (const [how, headers] of [["no key", {}], ["wrong key", bearer("wrong-key")]] as const) {
         const res = await callRoute(b.url, r, headers);
         f.check(`${label} ${how}`, () => {
-          assert.equal(res.status, 401, res.text);
-          assert.equal(res.code, "unauthorized", res.text);
+          assertEquals(res.status, 401, res.text);
+          assertEquals(res.code, "unauthorized", res.text);
         });
       }
     }
@@ -59,7 +111,7 @@ Deno.test("auth: every non-public route answers 401 without a key or with a wron
       const res = await callRoute(b.url, r, bearer(FULL));
       f.check(
         `${r.method} ${r.pattern} full key`,
-        () => assert.ok(![401, 403].includes(res.status), `${res.status} ${res.text}`),
+        () => assert(![401, 403].includes(res.status), `${res.status} ${res.text}`),
       );
     }
     f.assertNone();
@@ -77,10 +129,10 @@ Deno.test("auth: a key with one scope passes that scope's routes and gets 403 fo
         if (scope === r.scope && r.pattern === "/api/drain") continue; // the full-key test drains
         const res = await callRoute(b.url, r, { "x-api-key": key });
         f.check(`${r.method} ${r.pattern} with a ${scope} key`, () => {
-          if (scope === r.scope) assert.ok(![401, 403].includes(res.status), res.text);
+          if (scope === r.scope) assert(![401, 403].includes(res.status), res.text);
           else {
-            assert.equal(res.status, 403, res.text);
-            assert.equal(res.code, "forbidden", res.text);
+            assertEquals(res.status, 403, res.text);
+            assertEquals(res.code, "forbidden", res.text);
           }
         });
       }
@@ -95,12 +147,18 @@ Deno.test("auth: a publish-only key publishes but cannot consume, list queues or
   const b = await startBroker({ apiKeys: API_KEYS });
   try {
     const h = { headers: bearer(KEYS.publish) };
-    assert.equal((await call(b.url, "POST", "/publish/orders", { ...h, body: "x" })).status, 201);
+    assertEquals(
+      (await call(b.url, "POST", "/publish/orders", { ...h, body: "x" })).status,
+      201,
+    );
     assertProblem(await call(b.url, "GET", "/consume/orders", h), 403, "forbidden");
     assertProblem(await call(b.url, "GET", "/api/queues", h), 403, "forbidden");
     assertProblem(await call(b.url, "GET", "/metrics", h), 403, "forbidden");
     const c = { headers: bearer(KEYS.consume) };
-    assert.equal((await call(b.url, "GET", "/consume/orders?auto_ack=true", c)).status, 200);
+    assertEquals(
+      (await call(b.url, "GET", "/consume/orders?auto_ack=true", c)).status,
+      200,
+    );
   } finally {
     await b.close();
   }
@@ -113,7 +171,7 @@ Deno.test("auth: Bearer (any case) and X-API-Key both work; 401 carries WWW-Auth
       const headers of [bearer(FULL), { authorization: `bearer ${FULL}` }, { "x-api-key": FULL }]
     ) {
       const res = await call(b.url, "GET", "/api/queues", { headers });
-      assert.equal(res.status, 200, `${JSON.stringify(headers)}: ${res.text}`);
+      assertEquals(res.status, 200, `${JSON.stringify(headers)}: ${res.text}`);
     }
     const cases: Record<string, string>[] = [
       {},
@@ -128,12 +186,12 @@ Deno.test("auth: Bearer (any case) and X-API-Key both work; 401 carries WWW-Auth
     for (const headers of cases) {
       const res = await call(b.url, "GET", "/api/queues", { headers });
       assertProblem(res, 401, "unauthorized");
-      assert.equal(res.headers.get("www-authenticate"), 'Bearer realm="ferry"');
-      assert.ok(!res.text.includes(FULL), "the answer never echoes a key");
+      assertEquals(res.headers.get("www-authenticate"), 'Bearer realm="ferry"');
+      assert(!res.text.includes(FULL), "the answer never echoes a key");
     }
     const health = await call(b.url, "GET", "/healthz");
-    assert.equal(health.status, 200, "/healthz needs no key");
-    assert.equal((await call(b.url, "GET", "/no/such/route")).status, 404);
+    assertEquals(health.status, 200, "/healthz needs no key");
+    assertEquals((await call(b.url, "GET", "/no/such/route")).status, 404);
   } finally {
     await b.close();
   }
@@ -157,13 +215,16 @@ Deno.test("auth: ?api_key= is accepted on /stream/* and /ws only", async () => {
       await res.body?.cancel();
       return res.status;
     };
-    assert.equal(await status(`/stream/t1?api_key=${FULL}`), 200);
-    assert.equal(await status(`/ws?api_key=${FULL}`), 200);
-    assert.equal(await status(`/stream/t1?api_key=wrong`), 401);
-    assert.equal(await status(`/stream/t1`), 401);
-    assert.equal(await status(`/api/queues?api_key=${FULL}`), 401);
-    assert.equal(await status(`/consume/t1?api_key=${FULL}`), 401);
-    assert.equal(await status(`/publish/t1?api_key=${FULL}`, { method: "POST", body: "x" }), 401);
+    assertEquals(await status(`/stream/t1?api_key=${FULL}`), 200);
+    assertEquals(await status(`/ws?api_key=${FULL}`), 200);
+    assertEquals(await status(`/stream/t1?api_key=wrong`), 401);
+    assertEquals(await status(`/stream/t1`), 401);
+    assertEquals(await status(`/api/queues?api_key=${FULL}`), 401);
+    assertEquals(await status(`/consume/t1?api_key=${FULL}`), 401);
+    assertEquals(
+      await status(`/publish/t1?api_key=${FULL}`, { method: "POST", body: "x" }),
+      401,
+    );
   } finally {
     await broker.close();
   }
@@ -172,8 +233,8 @@ Deno.test("auth: ?api_key= is accepted on /stream/* and /ws only", async () => {
 Deno.test("auth: without BROKER_API_KEYS every route is open", async () => {
   const b = await startBroker({});
   try {
-    assert.equal((await call(b.url, "GET", "/api/queues")).status, 200);
-    assert.equal((await call(b.url, "POST", "/publish/t", { body: "x" })).status, 201);
+    assertEquals((await call(b.url, "GET", "/api/queues")).status, 200);
+    assertEquals((await call(b.url, "POST", "/publish/t", { body: "x" })).status, 201);
   } finally {
     await b.close();
   }
@@ -188,8 +249,8 @@ Deno.test("auth: the access log carries neither keys nor the query string", asyn
     await call(b.url, "GET", "/api/queues", { headers: { "x-api-key": FULL } });
     await call(b.url, "GET", "/api/queues", { headers: bearer("wrong-and-secret") });
     const access = lines.map((l) => JSON.parse(l)).filter((r) => r.msg === "request");
-    assert.equal(access.length, 3, lines.join(""));
-    assert.deepEqual(
+    assertEquals(access.length, 3, lines.join(""));
+    assertEquals(
       access.map((r) => [r.method, r.route, r.status]),
       [["POST", "/publish/:topic", 201], ["GET", "/api/queues", 200], [
         "GET",
@@ -198,11 +259,11 @@ Deno.test("auth: the access log carries neither keys nor the query string", asyn
       ]],
     );
     for (const r of access) {
-      assert.equal(typeof r.request_id, "string");
-      assert.equal(typeof r.duration_ms, "number");
+      assertEquals(typeof r.request_id, "string");
+      assertEquals(typeof r.duration_ms, "number");
     }
     const all = lines.join("");
-    assert.ok(!all.includes(FULL) && !all.includes("wrong-and-secret") && !all.includes("api_key"));
+    assert(!all.includes(FULL) && !all.includes("wrong-and-secret") && !all.includes("api_key"));
   } finally {
     await b.close();
   }
@@ -215,6 +276,7 @@ Deno.test("auth: the keys file is read at start and re-read on SIGHUP; a bad fil
   const child = await spawnBroker({
     dataDir,
     env: { BROKER_API_KEYS_FILE: file, BROKER_API_KEYS: "env-key-two:admin" },
+    read: [file],
   });
   const status = async (key: string, method = "POST", path = "/publish/t") =>
     (await call(child.url, method, path, {
@@ -222,29 +284,29 @@ Deno.test("auth: the keys file is read at start and re-read on SIGHUP; a bad fil
       headers: bearer(key),
     })).status;
   try {
-    assert.equal(await status("file-key-one"), 201);
-    assert.equal(await status("file-key-three"), 401);
-    assert.equal(await status("env-key-two", "GET", "/api/queues"), 200);
+    assertEquals(await status("file-key-one"), 201);
+    assertEquals(await status("file-key-three"), 401);
+    assertEquals(await status("env-key-two", "GET", "/api/queues"), 200);
 
     await Deno.writeTextFile(file, "file-key-three:publish+consume\n");
     let from = child.logs.length;
     child.kill("SIGHUP");
-    const rec = await waitForLog(child.logs, "api keys reloaded", {}, from);
-    assert.equal(rec.keys, 2, "one key from the file, one from BROKER_API_KEYS");
-    assert.equal(await status("file-key-one"), 401);
-    assert.equal(await status("file-key-three"), 201);
-    assert.equal(await status("env-key-two", "GET", "/api/queues"), 200);
+    const rec = parseLogLine(await child.logged("api keys reloaded", from))!;
+    assertEquals(rec.keys, 2, "one key from the file, one from BROKER_API_KEYS");
+    assertEquals(await status("file-key-one"), 401);
+    assertEquals(await status("file-key-three"), 201);
+    assertEquals(await status("env-key-two", "GET", "/api/queues"), 200);
 
     await Deno.writeTextFile(file, "file-key-four:sudo\n");
     from = child.logs.length;
     child.kill("SIGHUP");
-    await waitForLog(child.logs, "api keys not reloaded; the previous keys stay in use", {}, from);
-    assert.equal(await status("file-key-three"), 201);
-    assert.equal(await status("file-key-four"), 401);
+    await child.logged("api keys not reloaded; the previous keys stay in use", from);
+    assertEquals(await status("file-key-three"), 201);
+    assertEquals(await status("file-key-four"), 401);
 
     const logs = child.logs.join("\n");
     for (const k of ["file-key-one", "env-key-two", "file-key-three", "file-key-four"]) {
-      assert.ok(!logs.includes(k), `the log shows the key ${k}`);
+      assert(!logs.includes(k), `the log shows the key ${k}`);
     }
   } finally {
     child.kill("SIGTERM");
@@ -261,22 +323,13 @@ Deno.test("auth: a bad key setting stops start-up with one line naming it, never
       [{ BROKER_API_KEYS_FILE: "/nonexistent/ferry-keys" }, "BROKER_API_KEYS_FILE"],
     ] as const
   ) {
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "-A",
-        new URL("../../main.ts", import.meta.url).pathname,
-        "--data-dir",
-        ":memory:",
-      ],
-      env: { NO_COLOR: "1", ...env },
-      stdout: "null",
-      stderr: "piped",
-    }).output();
-    const err = new TextDecoder().decode(out.stderr).trim();
-    assert.notEqual(out.code, 0, err);
-    assert.equal(err.split("\n").length, 1, err);
-    assert.ok(err.includes(name), err);
-    assert.ok(!err.includes("secret-"), err);
+    const file = "BROKER_API_KEYS_FILE" in env ? env.BROKER_API_KEYS_FILE : undefined;
+    const out = await runMain({ dataDir: ":memory:", env, read: file ? [file] : [] });
+    const err = out.stderr.trim();
+    assertNotEquals(out.code, 0, err);
+    assertEquals(err.split("\n").length, 1, err);
+    assert(err.includes(name), err);
+    assert(!err.includes("secret-"), err);
+    assert(!/Requires \w+ access/.test(err), `a permission error, not the setting's: ${err}`);
   }
 });

@@ -3,12 +3,17 @@
  * logs, `--help`, and bad settings that stop start-up with one line.
  */
 
-import assert from "node:assert/strict";
+import { assert, assertEquals, assertMatch, assertNotEquals } from "../_support/assert.ts";
 import { SETTINGS } from "../../lib/config.ts";
-import type { ChildBroker } from "../_support/server.ts";
-import { drain, logLines, start, stop, withDataDir } from "../durability/_util.ts";
-
-const MAIN = new URL("../../main.ts", import.meta.url).pathname;
+import {
+  type ChildBroker,
+  logLines,
+  runMain,
+  start,
+  stop,
+  withDataDir,
+} from "../_support/child.ts";
+import { drain } from "../_support/http.ts";
 
 Deno.test({
   name:
@@ -20,9 +25,9 @@ Deno.test({
       let child = await start(dir);
       const listening = logLines(child).find((l) => l.msg === "listening");
       for (const f of ["address", "port", "data_dir", "fsync", "topics", "messages"]) {
-        assert.ok(listening && f in listening, `listening line lacks ${f}: ${child.logs}`);
+        assert(listening && f in listening, `listening line lacks ${f}: ${child.logs}`);
       }
-      assert.ok(logLines(child).some((l) => l.msg === "recovered"));
+      assert(logLines(child).some((l) => l.msg === "recovered"));
 
       const answered: string[] = [];
       let refused = 0;
@@ -51,42 +56,34 @@ Deno.test({
       const status = await stop(child, "SIGTERM"); // waits for the exit; SIGKILL after 10 s
       const seconds = (performance.now() - t0) / 1000;
       await publishers;
-      assert.equal(status.code, 0, `exit status ${JSON.stringify(status)}:\n${child.logs}`);
-      assert.ok(seconds < 10, `took ${seconds} s to stop`);
+      assertEquals(
+        status.code,
+        0,
+        `exit status ${JSON.stringify(status)}:\n${child.logs}`,
+      );
+      assert(seconds < 10, `took ${seconds} s to stop`);
       const lines = logLines(child);
-      assert.ok(lines.some((l) => l.msg === "shutting down" && l.signal === "SIGTERM"));
-      assert.ok(lines.some((l) => l.msg === "stopped"), child.logs.join("\n"));
-      assert.ok(answered.length >= 250, `only ${answered.length} publishes answered`);
+      assert(lines.some((l) => l.msg === "shutting down" && l.signal === "SIGTERM"));
+      assert(lines.some((l) => l.msg === "stopped"), child.logs.join("\n"));
+      assert(answered.length >= 250, `only ${answered.length} publishes answered`);
 
       child = await start(dir);
       const back = new Set((await drain(child.url, "life", "auto_ack=true")).map((m) => m.id));
       const lost = answered.filter((id) => !back.has(id));
-      assert.deepEqual(lost, [], `${lost.length} of ${answered.length} answered publishes lost`);
-      assert.equal((await stop(child, "SIGTERM")).code, 0);
+      assertEquals(lost, [], `${lost.length} of ${answered.length} answered publishes lost`);
+      assertEquals((await stop(child, "SIGTERM")).code, 0);
       console.log(`${answered.length} answered, ${refused} refused while draining, none lost`);
     }),
 });
 
-async function runMain(args: string[], env: Record<string, string> = {}) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", MAIN, ...args],
-    env: { NO_COLOR: "1", ...env },
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
-
 Deno.test("main.ts --help exits 0 and lists every setting with its flag and default", async () => {
-  const { code, stdout } = await runMain(["--help"]);
-  assert.equal(code, 0);
+  const { code, stdout } = await runMain({ dataDir: ":memory:", args: ["--help"] });
+  assertEquals(code, 0);
   for (const s of SETTINGS) {
     const row = stdout.split("\n").find((l) => l.includes(` ${s.env} `) || l.endsWith(s.env));
-    assert.ok(row, `--help lacks ${s.env}:\n${stdout}`);
-    assert.ok(row.includes(s.flag), `${s.env}: no ${s.flag}`);
-    assert.ok(row.includes(JSON.stringify(s.def)), `${s.env}: no default ${s.def}`);
+    assert(row, `--help lacks ${s.env}:\n${stdout}`);
+    assert(row.includes(s.flag), `${s.env}: no ${s.flag}`);
+    assert(row.includes(JSON.stringify(s.def)), `${s.env}: no default ${s.def}`);
   }
 });
 
@@ -102,12 +99,12 @@ Deno.test("a bad setting stops start-up with one stderr line naming it and no st
     [{ BROKER_MAX_MEMORY: "150%" }, [], "BROKER_MAX_MEMORY"],
   ];
   for (const [env, args, name] of cases) {
-    const { code, stderr } = await runMain(["--data-dir", ":memory:", ...args], env);
+    const { code, stderr } = await runMain({ dataDir: ":memory:", args, env });
     const what = `${JSON.stringify(env)} ${args.join(" ")}: exit ${code}\n${stderr}`;
-    assert.notEqual(code, 0, what);
-    assert.equal(stderr.trim().split("\n").length, 1, what);
-    assert.ok(stderr.includes(name), what);
-    assert.ok(!/\n\s+at /.test(stderr) && !stderr.includes("Stack backtrace"), what);
+    assertNotEquals(code, 0, what);
+    assertEquals(stderr.trim().split("\n").length, 1, what);
+    assert(stderr.includes(name), what);
+    assert(!/\n\s+at /.test(stderr) && !stderr.includes("Stack backtrace"), what);
   }
 });
 
@@ -116,15 +113,17 @@ Deno.test("a port in use stops start-up with a clear line; BROKER_LOG_LEVEL filt
   try {
     const port = String((taken.addr as Deno.NetAddr).port);
     for (const [level, showsInfo] of [["info", true], ["error", false]] as const) {
-      const { code, stderr } = await runMain(["--data-dir", ":memory:", "--port", port], {
-        BROKER_LOG_LEVEL: level,
+      const { code, stderr } = await runMain({
+        dataDir: ":memory:",
+        args: ["--port", port],
+        env: { BROKER_LOG_LEVEL: level },
       });
       const what = `level ${level}: exit ${code}\n${stderr}`;
-      assert.equal(code, 1, what);
-      assert.ok(stderr.includes(`ferry: cannot listen on 127.0.0.1:${port}`), what);
-      assert.ok(!/\n\s+at /.test(stderr), what);
-      assert.equal(stderr.includes('"msg":"recovered"'), showsInfo, what);
-      assert.ok(stderr.includes('"level":"error","msg":"cannot listen"'), what);
+      assertEquals(code, 1, what);
+      assert(stderr.includes(`ferry: cannot listen on 127.0.0.1:${port}`), what);
+      assert(!/\n\s+at /.test(stderr), what);
+      assertEquals(stderr.includes('"msg":"recovered"'), showsInfo, what);
+      assert(stderr.includes('"level":"error","msg":"cannot listen"'), what);
     }
   } finally {
     taken.close();
@@ -150,7 +149,7 @@ async function whenListening(child: ChildBroker, req: () => Promise<Response>): 
     const from = child.logs.length;
     const res = await req().catch(() => undefined);
     if (res) return res;
-    assert.ok(attempt < 10, `still not listening: ${child.logs.slice(-3)}`);
+    assert(attempt < 10, `still not listening: ${child.logs.slice(-3)}`);
     await child.logged("listening again", from);
   }
 }
@@ -172,7 +171,7 @@ Deno.test({
         child,
         () => fetch(`${child.url}/publish/after`, { method: "POST", body: "x" }),
       );
-      assert.equal(res.status, 201, await res.text());
+      assertEquals(res.status, 201, await res.text());
       await stop(child, "SIGTERM");
     }),
 });
@@ -208,15 +207,15 @@ Deno.test({
             .then(() => "waited"),
           answer.then((text) => `answered at once: ${text.split("\r\n")[0]}`),
         ]);
-        assert.equal(first, "waited");
+        assertEquals(first, "waited");
       } finally {
         for (const c of held) c.close();
       }
       const text = await answer;
       early.close();
-      assert.match(text, /^HTTP\/1\.1 201/, text);
+      assertMatch(text, /^HTTP\/1\.1 201/, text);
       const health = await whenListening(child, () => fetch(`${child.url}/healthz`));
-      assert.equal(health.status, 200, await health.text());
+      assertEquals(health.status, 200, await health.text());
       await stop(child, "SIGTERM");
     }),
 });

@@ -4,9 +4,9 @@
  * at its high-water mark.
  */
 
-import assert from "node:assert/strict";
+import { assert, assertEquals, fail } from "../_support/assert.ts";
 import { startTaskEnv } from "../_support/start_task.ts";
-import { logLines, start, stop, withDataDir } from "../durability/_util.ts";
+import { logLines, start, stop, withDataDir } from "../_support/child.ts";
 
 const MIB = 1024 * 1024;
 /** Keeps 2 MiB payloads in memory: these tests are about memory that payloads hold. */
@@ -30,14 +30,14 @@ Deno.test({
       await Promise.all(["m1", "m2"].map(async (t) => {
         for (let i = 0; i < 50; i++) {
           const res = await fetch(`${child.url}/publish/${t}`, { method: "POST", body: payload });
-          assert.equal(res.status, 201, await res.text());
+          assertEquals(res.status, 201, await res.text());
         }
       }));
       const loaded = await rssBytes(pid);
-      assert.ok(loaded > idle + 150 * MIB, `the load took ${(loaded - idle) / MIB} MiB`);
+      assert(loaded > idle + 150 * MIB, `the load took ${(loaded - idle) / MIB} MiB`);
       for (const t of ["m1", "m2"]) {
         const res = await fetch(`${child.url}/api/queues/purge?queue=${t}`, { method: "DELETE" });
-        assert.equal(res.status, 200, await res.text());
+        assertEquals(res.status, 200, await res.text());
       }
       // Freed payloads go back once V8 collects them; poll, bounded, rather than guess a time.
       const bound = idle + 64 * MIB;
@@ -47,7 +47,7 @@ Deno.test({
         now = await rssBytes(pid);
       }
       const mib = (b: number) => (b / MIB).toFixed(0);
-      assert.ok(
+      assert(
         now <= bound,
         `RSS idle ${mib(idle)} MiB, loaded ${mib(loaded)}, 30 s after the purge ${mib(now)}`,
       );
@@ -81,13 +81,17 @@ Deno.test({
           const body = await res.json();
           if (res.status === 201) stored++;
           else if (body.code === "memory_full") refused++;
-          else assert.fail(`publish answered ${res.status}: ${JSON.stringify(body)}`);
+          else fail(`publish answered ${res.status}: ${JSON.stringify(body)}`);
         }
       }));
       const full = await rssBytes(pid);
       const mib = (b: number) => (b / MIB).toFixed(0);
-      assert.equal(stored, Math.floor(budget / (2 * MIB + 512)), "stored up to the budget");
-      assert.ok(
+      assertEquals(
+        stored,
+        Math.floor(budget / (2 * MIB + 512)),
+        "stored up to the budget",
+      );
+      assert(
         full - idle <= budget * RSS_PER_BUDGET_BYTE,
         `RSS idle ${mib(idle)} MiB, full ${mib(full)} MiB for a ${mib(budget)} MiB budget`,
       );
@@ -106,17 +110,17 @@ Deno.test({
       const payload = new Uint8Array(2 * MIB).fill(0x63);
       for (let i = 0; i < 20; i++) {
         const res = await fetch(`${child.url}/publish/over`, { method: "POST", body: payload });
-        assert.equal(res.status, 201, await res.text());
+        assertEquals(res.status, 201, await res.text());
       }
       await stop(child, "SIGKILL");
       child = await start(dir, { ...IN_MEMORY, BROKER_MAX_MEMORY: "16MiB" });
       const over = logLines(child).find((l) => l.msg?.startsWith("the log holds more"));
-      assert.ok(over && Number(over.held_bytes) > 16 * MIB, child.logs.join("\n"));
+      assert(over && Number(over.held_bytes) > 16 * MIB, child.logs.join("\n"));
       const refused = await fetch(`${child.url}/publish/over`, { method: "POST", body: "x" });
-      assert.equal(refused.status, 429);
-      assert.equal((await refused.json()).code, "memory_full");
+      assertEquals(refused.status, 429);
+      assertEquals((await refused.json()).code, "memory_full");
       const taken = await fetch(`${child.url}/consume/over?limit=1000&auto_ack=true`);
-      assert.equal(taken.status, 200);
+      assertEquals(taken.status, 200);
       await taken.body?.cancel();
       // Each answer carries at most 4 MiB: take until the broker is under its budget again.
       for (let i = 0; i < 20; i++) {
@@ -125,7 +129,7 @@ Deno.test({
         if (more.status === 404) break;
       }
       const after = await fetch(`${child.url}/publish/over`, { method: "POST", body: "x" });
-      assert.equal(after.status, 201, await after.text());
+      assertEquals(after.status, 201, await after.text());
       await stop(child, "SIGTERM");
     }),
 });
@@ -143,26 +147,26 @@ Deno.test({
       await Promise.all(["d1", "d2", "d3", "d4"].map(async (t) => {
         for (let i = 0; i < 50; i++) {
           const res = await fetch(`${child.url}/publish/${t}`, { method: "POST", body: payload });
-          assert.equal(res.status, 201, await res.text());
+          assertEquals(res.status, 201, await res.text());
         }
       }));
       const mib = (b: number) => (b / MIB).toFixed(0);
       const full = await rssBytes(child.process.pid);
-      assert.ok(
+      assert(
         full - idle <= 64 * MIB * RSS_PER_BUDGET_BYTE,
         `RSS ${mib(idle)} → ${mib(full)} MiB`,
       );
       await stop(child, "SIGKILL");
       child = await start(dir, env);
       const replayed = await rssBytes(child.process.pid);
-      assert.ok(replayed - idle <= 64 * MIB, `RSS after replay ${mib(replayed)} MiB`);
+      assert(replayed - idle <= 64 * MIB, `RSS after replay ${mib(replayed)} MiB`);
       console.log(
         `RSS idle ${mib(idle)} MiB, holding 400 MiB ${mib(full)}, after replay ${mib(replayed)}`,
       );
       const res = await fetch(`${child.url}/consume/d3?limit=1000&auto_ack=true`);
       const got = await res.json() as { payload: string }[];
-      assert.equal(got.length, 2, "two 2 MiB messages per answer, read from the file");
-      assert.ok(got.every((m) => Uint8Array.fromBase64(m.payload).every((b) => b === 0x64)));
+      assertEquals(got.length, 2, "two 2 MiB messages per answer, read from the file");
+      assert(got.every((m) => Uint8Array.fromBase64(m.payload).every((b) => b === 0x64)));
       await stop(child, "SIGTERM");
     }),
 });

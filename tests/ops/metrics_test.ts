@@ -3,10 +3,10 @@
  * real output, and a real Prometheus server scraping the broker with a bearer token.
  */
 
-import assert from "node:assert/strict";
-import { startBroker } from "../_support/server.ts";
-import { call, withBroker } from "../routes/_http.ts";
-import { busyState, parseMetrics, type Sample, valueOf } from "./_ops.ts";
+import { assert, assertEquals } from "../_support/assert.ts";
+import { call } from "../_support/http.ts";
+import { parseMetrics, type Sample, valueOf } from "../_support/metrics.ts";
+import { busyState, startBroker, withBroker } from "../_support/server.ts";
 
 const PROMETHEUS = "/usr/bin/prometheus";
 
@@ -21,8 +21,11 @@ const prometheusRuns = await runs(PROMETHEUS, ["--version"]);
 
 async function scrape(base: string, headers: Record<string, string> = {}): Promise<Sample[]> {
   const res = await call(base, "GET", "/metrics", { headers });
-  assert.equal(res.status, 200, res.text);
-  assert.equal(res.headers.get("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+  assertEquals(res.status, 200, res.text);
+  assertEquals(
+    res.headers.get("content-type"),
+    "text/plain; version=0.0.4; charset=utf-8",
+  );
   return parseMetrics(res.text);
 }
 
@@ -31,21 +34,24 @@ Deno.test("GET /metrics reports the message counters and queue gauges per topic 
     await busyState(ctx);
     const s = await scrape(ctx.url);
     const v = (name: string, labels: Record<string, string>) => valueOf(s, name, labels);
-    assert.equal(v("ferry_messages_published_total", { topic: "orders" }), 6);
-    assert.equal(v("ferry_messages_delivered_total", { topic: "orders" }), 3);
-    assert.equal(v("ferry_messages_acked_total", { topic: "orders" }), 1);
-    assert.equal(v("ferry_messages_requeued_total", { topic: "jobs" }), 3);
-    assert.equal(v("ferry_messages_dead_lettered_total", { topic: "jobs" }), 1);
-    assert.equal(v("ferry_messages_published_total", { topic: "jobs.dlq" }), 0);
-    assert.equal(v("ferry_messages_expired_total", { topic: "temp" }), 1);
-    assert.equal(v("ferry_queue_depth", { topic: "orders" }), 3);
-    assert.equal(v("ferry_queue_depth", { topic: "jobs.dlq" }), 1);
-    assert.equal(v("ferry_queue_depth", { topic: "temp" }), 1);
-    assert.equal(v("ferry_queue_in_flight", { topic: "orders", group: "" }), 1);
-    assert.equal(v("ferry_queue_in_flight", { topic: "orders", group: "billing" }), 1);
-    assert.equal(v("ferry_stream_subscribers", { topic: "orders" }), 0);
-    assert.equal(v("ferry_oldest_message_age_seconds", { topic: "orders", group: "billing" }), 2);
-    assert.equal(v("ferry_oldest_message_age_seconds", { topic: "jobs", group: "" }), 0);
+    assertEquals(v("ferry_messages_published_total", { topic: "orders" }), 6);
+    assertEquals(v("ferry_messages_delivered_total", { topic: "orders" }), 3);
+    assertEquals(v("ferry_messages_acked_total", { topic: "orders" }), 1);
+    assertEquals(v("ferry_messages_requeued_total", { topic: "jobs" }), 3);
+    assertEquals(v("ferry_messages_dead_lettered_total", { topic: "jobs" }), 1);
+    assertEquals(v("ferry_messages_published_total", { topic: "jobs.dlq" }), 0);
+    assertEquals(v("ferry_messages_expired_total", { topic: "temp" }), 1);
+    assertEquals(v("ferry_queue_depth", { topic: "orders" }), 3);
+    assertEquals(v("ferry_queue_depth", { topic: "jobs.dlq" }), 1);
+    assertEquals(v("ferry_queue_depth", { topic: "temp" }), 1);
+    assertEquals(v("ferry_queue_in_flight", { topic: "orders", group: "" }), 1);
+    assertEquals(v("ferry_queue_in_flight", { topic: "orders", group: "billing" }), 1);
+    assertEquals(v("ferry_stream_subscribers", { topic: "orders" }), 0);
+    assertEquals(
+      v("ferry_oldest_message_age_seconds", { topic: "orders", group: "billing" }),
+      2,
+    );
+    assertEquals(v("ferry_oldest_message_age_seconds", { topic: "jobs", group: "" }), 0);
   });
 });
 
@@ -60,23 +66,23 @@ Deno.test("GET /metrics counts HTTP requests by route pattern and code, never by
     const s = parseMetrics(text);
     const req = (route: string, code: string) =>
       valueOf(s, "ferry_http_requests_total", { route, code });
-    assert.equal(req("/publish/:topic", "201"), 1);
-    assert.equal(req("/publish/:topic", "400"), 1);
-    assert.equal(req("unmatched", "404"), 1);
-    assert.equal(req("unmatched", "405"), 1);
+    assertEquals(req("/publish/:topic", "201"), 1);
+    assertEquals(req("/publish/:topic", "400"), 1);
+    assertEquals(req("unmatched", "404"), 1);
+    assertEquals(req("unmatched", "405"), 1);
     const routes = new Set(s.filter((x) => x.labels.route).map((x) => x.labels.route));
-    assert.deepEqual([...routes].sort(), ["/publish/:topic", "unmatched"]);
-    assert.ok(!text.includes("path-5d2a"));
+    assertEquals([...routes].sort(), ["/publish/:topic", "unmatched"]);
+    assert(!text.includes("path-5d2a"));
     const count = (route: string) =>
       valueOf(s, "ferry_http_request_duration_seconds_count", { route });
-    assert.equal(count("/publish/:topic"), 2);
+    assertEquals(count("/publish/:topic"), 2);
     const inf = valueOf(s, "ferry_http_request_duration_seconds_bucket", {
       route: "/publish/:topic",
       le: "+Inf",
     });
-    assert.equal(inf, 2);
-    assert.ok(valueOf(s, "ferry_wal_fsync_seconds_count")! >= 1, "publishes fsync the WAL");
-    assert.ok(valueOf(s, "process_cpu_seconds_total")! > 0, "process metrics are there");
+    assertEquals(inf, 2);
+    assert(valueOf(s, "ferry_wal_fsync_seconds_count")! >= 1, "publishes fsync the WAL");
+    assert(valueOf(s, "process_cpu_seconds_total")! > 0, "process metrics are there");
     const help = text.split("\n").filter((l) => l.startsWith("# TYPE ferry_")).map((l) =>
       l.split(" ")[2]
     );
@@ -97,7 +103,7 @@ Deno.test("GET /metrics counts HTTP requests by route pattern and code, never by
         "ferry_http_request_duration_seconds",
         "ferry_wal_fsync_seconds",
       ]
-    ) assert.ok(help.includes(name), `${name} missing`);
+    ) assert(help.includes(name), `${name} missing`);
   } finally {
     await b.close();
   }
@@ -119,7 +125,7 @@ Deno.test("GET /metrics output passes promtool check metrics", async () => {
     await w.close();
     const out = await child.output();
     const said = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
-    assert.equal(out.code, 0, `promtool: ${said}`);
+    assertEquals(out.code, 0, `promtool: ${said}`);
   });
 });
 
@@ -176,11 +182,15 @@ Deno.test({
           value = body?.data?.result?.[0]?.value?.[1];
         } catch { /* not up yet */ }
       }
-      assert.equal(value, "7", "Prometheus did not see ferry_messages_published_total = 7 in 20 s");
+      assertEquals(
+        value,
+        "7",
+        "Prometheus did not see ferry_messages_published_total = 7 in 20 s",
+      );
       const up = await (await fetch(
         `http://127.0.0.1:${port}/api/v1/query?query=${encodeURIComponent('up{job="ferry"}')}`,
       )).json();
-      assert.equal(up.data.result[0].value[1], "1");
+      assertEquals(up.data.result[0].value[1], "1");
     } finally {
       prom.kill("SIGTERM");
       const out = await prom.output();

@@ -6,9 +6,9 @@
  * `tools/soak.ts` runs it for minutes, `tests/ops/soak_test.ts` for seconds.
  */
 
-import { type ChildBroker, spawnBroker } from "../_support/server.ts";
+import { type ChildBroker, spawnBroker } from "../_support/child.ts";
 import { startTaskEnv } from "../_support/start_task.ts";
-import { HELD_CONNS, IDLE_TOPIC, Load, maxOf, setUp, sleep } from "./soak_load.ts";
+import { HELD_CONNS, IDLE_TOPIC, Load, maxOf, setUp, sleep, type Totals } from "./soak_load.ts";
 
 /** Open fds allowed above the idle baseline once the load has stopped, plus one per new topic. */
 export const FD_MARGIN = 4;
@@ -81,15 +81,6 @@ export interface SoakHooks {
   /** Aborting kills the broker at once; runSoak() then rejects. */
   signal?: AbortSignal;
 }
-
-export type QueueItem = Record<"depth" | "in_flight" | "delayed" | "held" | "dlq_depth", number> & {
-  name: string;
-};
-export type Totals = Pick<Sample, "depth" | "inFlight" | "held"> & {
-  pending: number;
-  deadLettered: number;
-  topics: number;
-};
 
 /** VmRSS and the open fd count of a process; undefined once it is gone. */
 async function procFigures(pid: number): Promise<{ rssBytes: number; fds: number } | undefined> {
@@ -273,7 +264,7 @@ export async function runSoak(o: SoakOptions, hooks: SoakHooks = {}): Promise<So
     try {
       load?.client.close();
     } catch { /* closed already */ }
-    await sleep(0); // spawnBroker's stderr reader sees the end of the pipe
+    await child?.ended;
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
 }

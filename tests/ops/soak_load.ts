@@ -4,8 +4,8 @@
  * reads, clients that leave mid-request, and connections held silent or half-sent throughout.
  */
 
-import { parseMetrics } from "./_ops.ts";
-import type { QueueItem, SoakOptions, Totals } from "./soak.ts";
+import { parseMetrics } from "../_support/metrics.ts";
+import type { QueueItem } from "../_support/http.ts";
 
 const JSON_HEADERS = { "content-type": "application/json" };
 
@@ -18,6 +18,23 @@ const REQUEUE_SHARE = 0.02;
 const LONG_POLLERS = 4;
 /** Connections opened before the load and held, silent or half-sent, until it stops. */
 export const HELD_CONNS = 4;
+
+/** What the load reads of the soak's options. */
+export interface LoadShape {
+  ratePerSec: number;
+  payloadBytes: number;
+}
+
+/** GET /api/queues summed over the soak's topics. */
+export interface Totals {
+  depth: number;
+  inFlight: number;
+  held: number;
+  /** Ready, in flight and delayed: what a drain still has to take. */
+  pending: number;
+  deadLettered: number;
+  topics: number;
+}
 
 /** Resolves after `ms`, or at once when `signal` aborts, leaving no timer behind. */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -59,7 +76,7 @@ export class Load {
   #issued = 0;
   #t0 = 0;
 
-  constructor(readonly url: string, readonly o: SoakOptions, topics: string[]) {
+  constructor(readonly url: string, readonly o: LoadShape, topics: string[]) {
     this.topics = topics;
     this.payload = "x".repeat(o.payloadBytes);
     this.port = Number(new URL(url).port);

@@ -3,7 +3,7 @@
  * on leaks and errors rather than throughput, then one plain publish → consume → ack round trip.
  */
 
-import assert from "node:assert/strict";
+import { assert, assertEquals } from "../_support/assert.ts";
 import { runSoak, type SoakReport, verdict } from "./soak.ts";
 
 const MIB = 1024 * 1024;
@@ -35,9 +35,13 @@ Deno.test("soak: 16 s of mixed load leave no 5xx, no leaked fd, bounded RSS, a w
     { beforeKill: async (url) => void (seen = await roundTrip(url)) },
   );
   console.log(describe(report));
-  assert.deepEqual(verdict(report, { rssGrowth: false, maxRssBytes: MAX_RSS_BYTES }), []);
-  assert.ok(report.published > 0, "the load published nothing");
+  assertEquals(verdict(report, { rssGrowth: false, maxRssBytes: MAX_RSS_BYTES }), []);
+  assert(report.published > 0, "the load published nothing");
   const settled = report.acked + report.deadLettered;
-  assert.equal(settled, report.published, "a published message neither acked nor dead-lettered");
-  assert.deepEqual(seen, [201, 200, true, "round trip", 204]);
+  assertEquals(
+    settled,
+    report.published,
+    "a published message neither acked nor dead-lettered",
+  );
+  assertEquals(seen, [201, 200, true, "round trip", 204]);
 });

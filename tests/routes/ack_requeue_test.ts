@@ -3,45 +3,27 @@
  * HTTP server.
  */
 
-import assert from "node:assert/strict";
+import { assert, assertEquals } from "../_support/assert.ts";
 import {
   assertEmpty,
   assertProblem,
   consume,
-  type Ctx,
+  deadLetter,
   type Json,
   publish,
+  requeue,
   textOf,
-  withBroker,
-} from "./_http.ts";
-
-/** Requeues a consumed message and asserts 200; returns the answer. */
-async function requeue(ctx: Ctx, msg: Json, query = ""): Promise<Json> {
-  const res = await ctx.call("POST", `/requeue${query ? "?" + query : ""}`, { json: msg });
-  assert.equal(res.status, 200, res.text);
-  return res.body;
-}
-
-/** Publishes one message and requeues it until it is dead-lettered; returns its id. */
-async function deadLetter(ctx: Ctx, topic: string, text: string): Promise<string> {
-  const p = await publish(ctx, topic, text);
-  for (let i = 1; i <= 3; i++) {
-    const m = await consume(ctx, topic);
-    assert.equal(m.id, p.id);
-    const r = await requeue(ctx, m);
-    assert.equal(r.status, i < 3 ? "requeued" : "dead_lettered");
-  }
-  return p.id;
-}
+} from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
 Deno.test("POST /ack/{topic}/{id} answers 204 and the message is gone for good", async () => {
   await withBroker({}, async (ctx) => {
     await publish(ctx, "ack", "x");
     const m = await consume(ctx, "ack");
     const res = await ctx.call("POST", `/ack/ack/${m.id}`);
-    assert.equal(res.status, 204);
-    assert.equal(res.text, "");
-    assert.ok(res.headers.get("x-request-id"));
+    assertEquals(res.status, 204);
+    assertEquals(res.text, "");
+    assert(res.headers.get("x-request-id"));
     await ctx.tick(60_000); // past any lease: an acked message never comes back
     await assertEmpty(ctx, "ack");
     assertProblem(await ctx.call("POST", `/ack/ack/${m.id}`), 404, "message_not_found");
@@ -67,27 +49,27 @@ Deno.test("POST /ack/{topic} acks a batch: 200 {acked, not_found}", async () => 
     const res = await ctx.call("POST", "/ack/batch", {
       json: { ids: [ms[0].id, ms[2].id, missing] },
     });
-    assert.equal(res.status, 200, res.text);
-    assert.deepEqual(res.body, { acked: 2, not_found: [missing] });
+    assertEquals(res.status, 200, res.text);
+    assertEquals(res.body, { acked: 2, not_found: [missing] });
     await ctx.tick(31_000);
     const back = await consume(ctx, "batch", "limit=10");
-    assert.deepEqual(back.map(textOf), ["b"], "only the un-acked message comes back");
+    assertEquals(back.map(textOf), ["b"], "only the un-acked message comes back");
   });
 });
 
 Deno.test("POST /ack with ?group= acks that group's copy only", async () => {
   await withBroker({}, async (ctx) => {
     const g = await ctx.call("POST", "/api/groups", { json: { topic: "ga", group: "billing" } });
-    assert.equal(g.status, 201, g.text);
+    assertEquals(g.status, 201, g.text);
     await publish(ctx, "ga", "x");
     const mine = await consume(ctx, "ga", "group=billing");
-    assert.equal(mine.group, "billing");
+    assertEquals(mine.group, "billing");
     const theirs = await consume(ctx, "ga");
-    assert.equal(theirs.id, mine.id);
-    assert.equal((await ctx.call("POST", `/ack/ga/${mine.id}?group=billing`)).status, 204);
+    assertEquals(theirs.id, mine.id);
+    assertEquals((await ctx.call("POST", `/ack/ga/${mine.id}?group=billing`)).status, 204);
     assertProblem(await ctx.call("POST", `/ack/ga/${mine.id}?group=billing`), 404);
     // The default group's delivery is still in flight and can be acked.
-    assert.equal((await ctx.call("POST", `/ack/ga/${theirs.id}`)).status, 204);
+    assertEquals((await ctx.call("POST", `/ack/ga/${theirs.id}`)).status, 204);
   });
 });
 
@@ -99,10 +81,10 @@ Deno.test("POST /ack/{topic}?group= acks a batch of that group", async () => {
     const res = await ctx.call("POST", "/ack/gb?group=audit", {
       json: { ids: ms.map((m: Json) => m.id) },
     });
-    assert.equal(res.status, 200, res.text);
-    assert.deepEqual(res.body, { acked: 2, not_found: [] });
+    assertEquals(res.status, 200, res.text);
+    assertEquals(res.body, { acked: 2, not_found: [] });
     // The default group still has both messages.
-    assert.equal((await consume(ctx, "gb", "limit=10")).length, 2);
+    assertEquals((await consume(ctx, "gb", "limit=10")).length, 2);
   });
 });
 
@@ -111,11 +93,11 @@ Deno.test("POST /requeue answers {id,topic,retry_count,status,queue} and redeliv
     const p = await publish(ctx, "rq", "x");
     const m = await consume(ctx, "rq");
     const r = await requeue(ctx, m);
-    assert.deepEqual(r, { id: p.id, topic: "rq", retry_count: 1, status: "requeued", queue: "rq" });
+    assertEquals(r, { id: p.id, topic: "rq", retry_count: 1, status: "requeued", queue: "rq" });
     const again = await consume(ctx, "rq");
-    assert.equal(again.id, p.id);
-    assert.equal(again.retry_count, 1);
-    assert.equal(again.payload_text, "x");
+    assertEquals(again.id, p.id);
+    assertEquals(again.retry_count, 1);
+    assertEquals(again.payload_text, "x");
   });
 });
 
@@ -129,11 +111,11 @@ Deno.test("POST /requeue ignores the client's payload and counters", async () =>
       payload_text: "forged",
       retry_count: 2,
     });
-    assert.equal(r.retry_count, 1);
-    assert.equal(r.status, "requeued");
+    assertEquals(r.retry_count, 1);
+    assertEquals(r.status, "requeued");
     const again = await consume(ctx, "rqi");
-    assert.equal(again.payload_text, "original");
-    assert.equal(again.retry_count, 1);
+    assertEquals(again.payload_text, "original");
+    assertEquals(again.retry_count, 1);
   });
 });
 
@@ -143,7 +125,7 @@ Deno.test("POST /requeue the 3rd time dead-letters into {topic}.dlq", async () =
     for (let i = 1; i <= 2; i++) {
       const m = await consume(ctx, "jobs");
       const r = await requeue(ctx, m);
-      assert.deepEqual(r, {
+      assertEquals(r, {
         id: p.id,
         topic: "jobs",
         retry_count: i,
@@ -152,15 +134,15 @@ Deno.test("POST /requeue the 3rd time dead-letters into {topic}.dlq", async () =
       });
     }
     const m = await consume(ctx, "jobs");
-    assert.equal(m.retry_count, 2);
+    assertEquals(m.retry_count, 2);
     const r = await requeue(ctx, m);
-    assert.equal(r.status, "dead_lettered");
-    assert.equal(r.queue, "jobs.dlq");
-    assert.equal(r.retry_count, 3);
-    assert.equal(r.id, p.id);
+    assertEquals(r.status, "dead_lettered");
+    assertEquals(r.queue, "jobs.dlq");
+    assertEquals(r.retry_count, 3);
+    assertEquals(r.id, p.id);
     await assertEmpty(ctx, "jobs");
     const dead = await consume(ctx, "jobs.dlq");
-    assert.equal(dead.payload_text, "poison");
+    assertEquals(dead.payload_text, "poison");
   });
 });
 
@@ -174,7 +156,7 @@ Deno.test("POST /requeue keeps the reason, shown on the dead-lettered message", 
     m = await consume(ctx, "why");
     await requeue(ctx, m, "reason=" + encodeURIComponent("parser crashed: bad input"));
     const dead = await consume(ctx, "why.dlq", "peek=true");
-    assert.ok(
+    assert(
       JSON.stringify(dead).includes("parser crashed: bad input"),
       `reason not shown in the DLQ: ${JSON.stringify(dead)}`,
     );
@@ -190,7 +172,7 @@ Deno.test("POST /requeue?delay hides the message again for that long", async () 
     await ctx.tick(9_000);
     await assertEmpty(ctx, "rqd");
     await ctx.tick(1_000);
-    assert.equal((await consume(ctx, "rqd")).retry_count, 1);
+    assertEquals((await consume(ctx, "rqd")).retry_count, 1);
   });
 });
 
@@ -201,7 +183,7 @@ Deno.test("POST /requeue with delay in the body hides the message too", async ()
     await requeue(ctx, { ...m, delay: "5s" });
     await assertEmpty(ctx, "rqb");
     await ctx.tick(5_000);
-    assert.equal((await consume(ctx, "rqb")).payload_text, "x");
+    assertEquals((await consume(ctx, "rqb")).payload_text, "x");
   });
 });
 
@@ -209,7 +191,7 @@ Deno.test("POST /requeue of a message that is not in flight is 404 message_not_f
   await withBroker({}, async (ctx) => {
     await publish(ctx, "rqn", "x");
     const m = await consume(ctx, "rqn");
-    assert.equal((await ctx.call("POST", `/ack/rqn/${m.id}`)).status, 204);
+    assertEquals((await ctx.call("POST", `/ack/rqn/${m.id}`)).status, 204);
     const res = await ctx.call("POST", "/requeue", { json: m });
     assertProblem(res, 404, "message_not_found");
     const unknown = { ...m, id: "01890000-0000-7000-8000-000000000002" };
@@ -223,11 +205,15 @@ Deno.test("POST /requeue?group= requeues that group's copy", async () => {
     await publish(ctx, "rg", "x");
     const m = await consume(ctx, "rg", "group=g1");
     const r = await requeue(ctx, m, "group=g1");
-    assert.equal(r.status, "requeued");
-    assert.equal(r.retry_count, 1);
+    assertEquals(r.status, "requeued");
+    assertEquals(r.retry_count, 1);
     const again = await consume(ctx, "rg", "group=g1");
-    assert.equal(again.retry_count, 1);
-    assert.equal((await consume(ctx, "rg")).retry_count, 0, "the default group is untouched");
+    assertEquals(again.retry_count, 1);
+    assertEquals(
+      (await consume(ctx, "rg")).retry_count,
+      0,
+      "the default group is untouched",
+    );
   });
 });
 
@@ -236,26 +222,26 @@ Deno.test("visibility timeout counts as an attempt and dead-letters after 3", as
     const p = await publish(ctx, "crash", "x");
     for (let i = 0; i < 3; i++) {
       const m = await consume(ctx, "crash");
-      assert.equal(m.id, p.id);
-      assert.equal(m.retry_count, i);
+      assertEquals(m.id, p.id);
+      assertEquals(m.retry_count, i);
       await ctx.tick(31_000); // default lease is 30s
     }
     await assertEmpty(ctx, "crash");
     const dead = await consume(ctx, "crash.dlq");
-    assert.equal(dead.payload_text, "x");
+    assertEquals(dead.payload_text, "x");
   });
 });
 
 Deno.test("visibility from the topic's settings sets the lease", async () => {
   await withBroker({}, async (ctx) => {
     const t = await ctx.call("POST", "/api/topics", { json: { name: "tv", visibility: "5s" } });
-    assert.equal(t.status, 201, t.text);
+    assertEquals(t.status, 201, t.text);
     await publish(ctx, "tv", "x");
     await consume(ctx, "tv");
     await ctx.tick(4_000);
     await assertEmpty(ctx, "tv");
     await ctx.tick(2_000);
-    assert.equal((await consume(ctx, "tv")).retry_count, 1);
+    assertEquals((await consume(ctx, "tv")).retry_count, 1);
   });
 });
 
@@ -265,13 +251,13 @@ Deno.test("POST /touch/{topic}/{id}?by= extends the lease", async () => {
     const m = await consume(ctx, "touch", "visibility=10s");
     await ctx.tick(8_000);
     const res = await ctx.call("POST", `/touch/touch/${m.id}?by=30s`);
-    assert.ok(res.status >= 200 && res.status < 300, `${res.status} ${res.text}`);
+    assert(res.status >= 200 && res.status < 300, `${res.status} ${res.text}`);
     await ctx.tick(27_000); // 35s: past the first lease; inside the touched one either way
     await assertEmpty(ctx, "touch");
     await ctx.tick(6_000); // 41s: past now+30s and past deadline+30s
     const again = await consume(ctx, "touch");
-    assert.equal(again.id, m.id);
-    assert.equal(again.retry_count, 1);
+    assertEquals(again.id, m.id);
+    assertEquals(again.retry_count, 1);
   });
 });
 
@@ -279,7 +265,7 @@ Deno.test("POST /touch of an unknown or acked message is 404 message_not_found",
   await withBroker({}, async (ctx) => {
     await publish(ctx, "touch2", "x");
     const m = await consume(ctx, "touch2");
-    assert.equal((await ctx.call("POST", `/ack/touch2/${m.id}`)).status, 204);
+    assertEquals((await ctx.call("POST", `/ack/touch2/${m.id}`)).status, 204);
     assertProblem(await ctx.call("POST", `/touch/touch2/${m.id}?by=30s`), 404, "message_not_found");
   });
 });
@@ -289,20 +275,20 @@ Deno.test("POST /api/queues/redrive moves the DLQ back with retry_count 0", asyn
     await deadLetter(ctx, "rd", "a");
     await deadLetter(ctx, "rd", "b");
     const res = await ctx.call("POST", "/api/queues/redrive?queue=rd");
-    assert.equal(res.status, 200, res.text);
-    assert.deepEqual(res.body, { queue: "rd", source: "rd.dlq", moved: 2 });
+    assertEquals(res.status, 200, res.text);
+    assertEquals(res.body, { queue: "rd", source: "rd.dlq", moved: 2 });
     await assertEmpty(ctx, "rd.dlq");
     const back = await consume(ctx, "rd", "limit=10");
-    assert.deepEqual(back.map(textOf).sort(), ["a", "b"]);
-    for (const m of back) assert.equal(m.retry_count, 0);
+    assertEquals(back.map(textOf).sort(), ["a", "b"]);
+    for (const m of back) assertEquals(m.retry_count, 0);
     // It gets a full set of attempts again.
     const r = await requeue(ctx, back[0]);
-    assert.equal(r.status, "requeued");
-    assert.equal(r.retry_count, 1);
+    assertEquals(r.status, "requeued");
+    assertEquals(r.retry_count, 1);
 
     const none = await ctx.call("POST", "/api/queues/redrive?queue=rd");
-    assert.equal(none.status, 200, none.text);
-    assert.equal(none.body.moved, 0);
+    assertEquals(none.status, 200, none.text);
+    assertEquals(none.body.moved, 0);
   });
 });
 
@@ -312,17 +298,20 @@ Deno.test("a topic named with 197-200 characters dead-letters on lease end and o
       const t = "S".repeat(n);
       await publish(ctx, t, "by lease end");
       for (let i = 0; i < 3; i++) {
-        assert.equal((await consume(ctx, t, "visibility=1ms")).retry_count, i);
+        assertEquals((await consume(ctx, t, "visibility=1ms")).retry_count, i);
         await ctx.tick(10); // the lease ends; the third end moves it to `${t}.dlq`
       }
       await assertEmpty(ctx, t);
-      assert.equal((await consume(ctx, `${t}.dlq`, "peek=true")).payload_text, "by lease end");
+      assertEquals(
+        (await consume(ctx, `${t}.dlq`, "peek=true")).payload_text,
+        "by lease end",
+      );
       const id = await deadLetter(ctx, t, "by requeue");
       const dlq = await consume(ctx, `${t}.dlq`, "limit=10&peek=true");
-      assert.ok(dlq.some((m: Json) => m.id === id), `${n}: the requeued message reached the DLQ`);
+      assert(dlq.some((m: Json) => m.id === id), `${n}: the requeued message reached the DLQ`);
       const back = await ctx.call("POST", `/api/queues/redrive?queue=${t}.dlq`);
-      assert.equal(back.body.moved, 2, back.text);
+      assertEquals(back.body.moved, 2, back.text);
     }
-    assert.equal((await ctx.call("GET", "/healthz")).status, 200);
+    assertEquals((await ctx.call("GET", "/healthz")).status, 200);
   });
 });

@@ -3,7 +3,7 @@
  * change state, and the one error path that always answers a problem body with X-Request-Id.
  */
 
-import assert from "node:assert/strict";
+import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
 import {
   assertEmpty,
   assertProblem,
@@ -11,8 +11,8 @@ import {
   consume,
   publish,
   rawRequest,
-  withBroker,
-} from "./_http.ts";
+} from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
 /** A Host header fetch would never send; the runtime hands such requests to the handler. */
 const BAD_HOSTS = ["@", "a@b@c", "[::1", "exa mple", "%00", ":::::", "a:99999999"];
@@ -29,10 +29,10 @@ Deno.test("a Host header that is not an authority never gets a 500, on any route
         );
         if (res.status === 400 && !res.headers.has("x-request-id")) continue; // the runtime's
         const what = `Host: ${host} GET ${path} -> ${res.status} ${res.body}`;
-        assert.ok(res.status < 500, what);
-        assert.ok(res.headers.get("x-request-id"), what);
+        assert(res.status < 500, what);
+        assert(res.headers.get("x-request-id"), what);
         if (res.status >= 400) {
-          assert.match(res.headers.get("content-type") ?? "", /problem\+json/, what);
+          assertMatch(res.headers.get("content-type") ?? "", /problem\+json/, what);
         }
       }
     }
@@ -40,8 +40,12 @@ Deno.test("a Host header that is not an authority never gets a 500, on any route
       ctx.url,
       "GET /api/cluster/status HTTP/1.1\r\nHost: @\r\nConnection: close\r\n\r\n",
     );
-    assert.equal(status.status, 200, status.body);
-    assert.equal(JSON.parse(status.body).leader, null, "a bad Host is not shown as the leader");
+    assertEquals(status.status, 200, status.body);
+    assertEquals(
+      JSON.parse(status.body).leader,
+      null,
+      "a bad Host is not shown as the leader",
+    );
   });
 });
 
@@ -50,10 +54,10 @@ Deno.test("HEAD /consume is 405 with Allow: GET and takes nothing, even with aut
     await publish(ctx, "hd", "keep me");
     for (const q of ["auto_ack=true", "", "limit=10&auto_ack=1"]) {
       const res = await ctx.call("HEAD", `/consume/hd?${q}`);
-      assert.equal(res.status, 405, `HEAD /consume/hd?${q}`);
-      assert.equal(res.headers.get("allow"), "GET");
+      assertEquals(res.status, 405, `HEAD /consume/hd?${q}`);
+      assertEquals(res.headers.get("allow"), "GET");
     }
-    assert.equal((await consume(ctx, "hd", "auto_ack=true")).payload_text, "keep me");
+    assertEquals((await consume(ctx, "hd", "auto_ack=true")).payload_text, "keep me");
     await assertEmpty(ctx, "hd");
   });
 });
@@ -63,10 +67,10 @@ Deno.test("HEAD works on the GET routes that only read", async () => {
     await publish(ctx, "rd", "x");
     for (const path of ["/healthz", "/api/queues", "/api/stats", "/api/queues/peek?queue=rd"]) {
       const res = await ctx.call("HEAD", path);
-      assert.equal(res.status, 200, `HEAD ${path}`);
-      assert.equal(res.text, "", `HEAD ${path} has no body`);
+      assertEquals(res.status, 200, `HEAD ${path}`);
+      assertEquals(res.text, "", `HEAD ${path} has no body`);
     }
-    assert.equal((await consume(ctx, "rd")).payload_text, "x");
+    assertEquals((await consume(ctx, "rd")).payload_text, "x");
   });
 });
 
@@ -74,7 +78,7 @@ Deno.test("an unknown route with a huge path answers a bounded problem detail", 
   await withBroker({}, async (ctx) => {
     const res = await ctx.call("GET", `/${"p".repeat(20_000)}`);
     assertProblem(res, 404, "not_found");
-    assert.ok(res.body.detail.length < 400, `detail of ${res.body.detail.length} characters`);
+    assert(res.body.detail.length < 400, `detail of ${res.body.detail.length} characters`);
   });
 });
 

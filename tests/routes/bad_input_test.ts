@@ -3,17 +3,10 @@
  * routes, oversized bodies, and a hammer of mixed bad requests after which the broker still works.
  */
 
-import assert from "node:assert/strict";
-import {
-  assertProblem,
-  type CallInit,
-  consume,
-  type Ctx,
-  exists,
-  Failures,
-  publish,
-  withBroker,
-} from "./_http.ts";
+import { assert, assertEquals, Failures } from "../_support/assert.ts";
+import { exists } from "../_support/files.ts";
+import { assertProblem, type CallInit, consume, publish } from "../_support/http.ts";
+import { type TestBroker, withBroker } from "../_support/server.ts";
 
 const MB2 = 2 * 1024 * 1024;
 const TOKEN = `escape-${crypto.randomUUID().slice(0, 8)}`;
@@ -94,12 +87,16 @@ Deno.test("bad topic and group names are 400 invalid_name everywhere, nothing on
     bad.assertNone();
     const parent = `${ctx.dataDir}/..`;
     for (const p of [TOKEN, `${TOKEN}.wal`, `../${TOKEN}`, `../${TOKEN}.wal`]) {
-      assert.equal(await exists(`${parent}/${p}`), false, `${p} created outside the data dir`);
+      assertEquals(
+        await exists(`${parent}/${p}`),
+        false,
+        `${p} created outside the data dir`,
+      );
     }
     const tree = await listTree(ctx.dataDir);
     for (const entry of tree) {
-      assert.ok(!entry.includes("/"), `a subdirectory appeared in the data dir: ${entry}`);
-      assert.ok(!/hidden|caf|escape|a b|\.\.|^a\*|a:b/.test(entry), `bad name on disk: ${entry}`);
+      assert(!entry.includes("/"), `a subdirectory appeared in the data dir: ${entry}`);
+      assert(!/hidden|caf|escape|a b|\.\.|^a\*|a:b/.test(entry), `bad name on disk: ${entry}`);
     }
   });
 });
@@ -130,8 +127,8 @@ Deno.test("names of 200 characters and of every allowed character are accepted",
     const g = await ctx.call("POST", "/api/groups", {
       json: { topic: "Az09._-x", group: "G.r_o-up9" },
     });
-    assert.equal(g.status, 201, g.text);
-    assert.equal((await consume(ctx, "a".repeat(200))).payload_text, "x");
+    assertEquals(g.status, 201, g.text);
+    assertEquals((await consume(ctx, "a".repeat(200))).payload_text, "x");
   });
 });
 
@@ -173,9 +170,9 @@ Deno.test("bad durations are 400 invalid_duration everywhere", async () => {
     // Nothing was published or requeued by the refused calls; the message is still in flight.
     const left = await ctx.call("GET", "/consume/dur?limit=10");
     assertProblem(left, 404, "queue_empty");
-    assert.equal((await ctx.call("POST", `/ack/dur/${m.id}`)).status, 204);
+    assertEquals((await ctx.call("POST", `/ack/dur/${m.id}`)).status, 204);
     const created = await ctx.call("POST", "/api/topics", { json: { name: "newtopic" } });
-    assert.equal(created.status, 201, "the refused calls did not create the topic");
+    assertEquals(created.status, 201, "the refused calls did not create the topic");
   });
 });
 
@@ -183,7 +180,10 @@ Deno.test("durations in ms, s, m and h are accepted", async () => {
   await withBroker({}, async (ctx) => {
     for (const d of ["250ms", "30s", "5m", "1h"]) await publish(ctx, "okd", "x", `ttl=${d}`);
     await publish(ctx, "okd", "y", "delay=0s");
-    assert.equal((await consume(ctx, "okd", "limit=10&timeout=0s&visibility=1m")).length, 5);
+    assertEquals(
+      (await consume(ctx, "okd", "limit=10&timeout=0s&visibility=1m")).length,
+      5,
+    );
   });
 });
 
@@ -194,7 +194,7 @@ Deno.test("a bad limit is 400", async () => {
       assertProblem(await ctx.call("GET", `/consume/lim?limit=${l}`), 400);
     }
     const ok = await consume(ctx, "lim", "limit=1000");
-    assert.equal(ok.length, 1);
+    assertEquals(ok.length, 1);
   });
 });
 
@@ -205,7 +205,7 @@ Deno.test("a long-poll timeout over 30s is 400", async () => {
       assertProblem(await ctx.call("GET", `/consume/to?timeout=${t}`), 400);
     }
     // 30s is allowed; a message is waiting, so it answers at once.
-    assert.equal((await consume(ctx, "to", "timeout=30s")).payload_text, "x");
+    assertEquals((await consume(ctx, "to", "timeout=30s")).payload_text, "x");
   });
 });
 
@@ -266,7 +266,7 @@ Deno.test("malformed or mistyped JSON bodies are 400", async () => {
     bad.assertNone();
     // Nothing happened to the queue.
     const all = await consume(ctx, "j", "limit=10");
-    assert.deepEqual(all.map((m: { payload_text: string }) => m.payload_text), ["x"]);
+    assertEquals(all.map((m: { payload_text: string }) => m.payload_text), ["x"]);
   });
 });
 
@@ -316,7 +316,7 @@ Deno.test("a wrong method is 405 method_not_allowed with Allow", async () => {
       bad.check(`${method} ${path}`, () => {
         assertProblem(res, 405, "method_not_allowed");
         const allow = (res.headers.get("allow") ?? "").split(",").map((s) => s.trim());
-        for (const a of allowed) assert.ok(allow.includes(a), `Allow is "${allow}"`);
+        for (const a of allowed) assert(allow.includes(a), `Allow is "${allow}"`);
       });
     }
     bad.assertNone();
@@ -403,7 +403,7 @@ function badRequest(i: number): [string, string, CallInit?] {
 }
 
 /** Runs `n` bad requests, `width` at a time, and checks each got a 4xx problem. */
-async function hammer(ctx: Ctx, n: number, width: number): Promise<void> {
+async function hammer(ctx: TestBroker, n: number, width: number): Promise<void> {
   let next = 0;
   const failures: string[] = [];
   async function worker() {
@@ -418,7 +418,7 @@ async function hammer(ctx: Ctx, n: number, width: number): Promise<void> {
     }
   }
   await Promise.all(Array.from({ length: width }, worker));
-  assert.deepEqual(failures, []);
+  assertEquals(failures, []);
 }
 
 Deno.test("after a few hundred mixed bad requests the broker still works", async () => {
@@ -426,14 +426,16 @@ Deno.test("after a few hundred mixed bad requests the broker still works", async
     await publish(ctx, "h", "before");
     await hammer(ctx, 360, 16);
     const health = await ctx.call("GET", "/healthz");
-    assert.equal(health.status, 200, health.text);
-    assert.equal(health.body.status, "ok");
+    assertEquals(health.status, 200, health.text);
+    assertEquals(health.body.status, "ok");
     await publish(ctx, "h", "after");
     const all = await consume(ctx, "h", "limit=10");
-    assert.deepEqual(all.map((m: { payload_text: string }) => m.payload_text), [
+    assertEquals(all.map((m: { payload_text: string }) => m.payload_text), [
       "before",
       "after",
     ]);
-    for (const m of all) assert.equal((await ctx.call("POST", `/ack/h/${m.id}`)).status, 204);
+    for (const m of all) {
+      assertEquals((await ctx.call("POST", `/ack/h/${m.id}`)).status, 204);
+    }
   });
 });

@@ -3,16 +3,10 @@
  * the header limits of the HTTP layer in front of the broker.
  */
 
-import assert from "node:assert/strict";
+import { assertEquals, assertMatch } from "../_support/assert.ts";
 import { BODY_STALL_MS, cancelStalledReads } from "../../routes/body.ts";
-import {
-  assertProblem,
-  assertRawProblem,
-  consume,
-  publish,
-  rawRequest,
-  withBroker,
-} from "./_http.ts";
+import { assertProblem, assertRawProblem, consume, publish, rawRequest } from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
 const deep = (n: number, leaf = "1") => "[".repeat(n) + leaf + "]".repeat(n);
 
@@ -38,7 +32,7 @@ Deno.test("JSON nested thousands deep in any field is 400, never a 500", async (
       });
       assertProblem(res, 400);
     }
-    assert.equal((await consume(ctx, "d")).payload_text, "x");
+    assertEquals((await consume(ctx, "d")).payload_text, "x");
   });
 });
 
@@ -52,7 +46,7 @@ Deno.test("a number field given as an array or object is 400, not read as its te
       assertProblem(res, 400, "invalid_parameter");
     }
     const ok = await ctx.call("POST", "/api/topics", { json: { name: "n", max_messages: 5 } });
-    assert.equal(ok.status, 201, ok.text);
+    assertEquals(ok.status, 201, ok.text);
   });
 });
 
@@ -65,9 +59,9 @@ Deno.test("a body that stops arriving is cancelled after BODY_STALL_MS with a 40
       cancelStalledReads(performance.now() + BODY_STALL_MS);
     });
     assertRawProblem(res, 400, "bad_request");
-    assert.match(JSON.parse(res.body).detail, /no bytes came/);
+    assertMatch(JSON.parse(res.body).detail, /no bytes came/);
     const queues = await ctx.call("GET", "/api/queues");
-    assert.deepEqual(queues.body, [], "nothing was published");
+    assertEquals(queues.body, [], "nothing was published");
   });
 });
 
@@ -79,7 +73,7 @@ Deno.test("a body still arriving is not cancelled", async () => {
       `POST /publish/fine HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
       () => cancelStalledReads(performance.now() + BODY_STALL_MS - 1_000),
     );
-    assert.equal(res.status, 201, res.body);
+    assertEquals(res.status, 201, res.body);
   });
 });
 
@@ -90,10 +84,10 @@ Deno.test("X-MQ-* headers up to the HTTP layer's limits are stored", async () =>
     for (let i = 0; i < 120; i++) many[`x-mq-h${i}`] = `v${i}`;
     await publish(ctx, "hdr", "many", "", many);
     const m = await consume(ctx, "hdr");
-    assert.equal(Object.keys(m.headers).length, 120);
+    assertEquals(Object.keys(m.headers).length, 120);
     // Close to 16 KiB of stored headers (names, values and Content-Type), the broker's limit.
     await publish(ctx, "hdr", "big", "", { "x-mq-big": "b".repeat(16 * 1024 - 64) });
-    assert.equal((await consume(ctx, "hdr")).headers["x-mq-big"].length, 16 * 1024 - 64);
+    assertEquals((await consume(ctx, "hdr")).headers["x-mq-big"].length, 16 * 1024 - 64);
     const over = await ctx.call("POST", "/publish/hdr", {
       body: "x",
       headers: { "x-mq-big": "b".repeat(16 * 1024) },
@@ -109,14 +103,14 @@ Deno.test("past the HTTP layer's header limits the runtime answers 400 and the b
       ctx.url,
       `POST /publish/lim HTTP/1.1\r\nHost: x\r\n${lines}Content-Length: 1\r\n\r\nx`,
     );
-    assert.equal(tooMany.status, 400, "more than 128 header lines");
+    assertEquals(tooMany.status, 400, "more than 128 header lines");
     const huge = await rawRequest(
       ctx.url,
       `GET /healthz HTTP/1.1\r\nHost: x\r\nX-MQ-a: ${"a".repeat(70_000)}\r\n\r\n`,
     );
-    assert.equal(huge.status, 400, "a header block over 64 KiB");
+    assertEquals(huge.status, 400, "a header block over 64 KiB");
     const uri = await rawRequest(ctx.url, `GET /${"u".repeat(70_000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
-    assert.equal(uri.status, 400, "a request line over 64 KiB");
+    assertEquals(uri.status, 400, "a request line over 64 KiB");
     await publish(ctx, "lim", "still here");
   });
 });

@@ -3,7 +3,7 @@
  * auto_ack, peek, filters and per-consume visibility.
  */
 
-import assert from "node:assert/strict";
+import { assert, assertEquals } from "../_support/assert.ts";
 import {
   assertEmpty,
   assertProblem,
@@ -13,24 +13,24 @@ import {
   publish,
   settle,
   textOf,
-  withBroker,
-} from "./_http.ts";
+} from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
 Deno.test("GET /consume with limit=1 (the default) answers one Message object", async () => {
   await withBroker({}, async (ctx) => {
     const p = await publish(ctx, "c", "one");
     await publish(ctx, "c", "two");
     const msg = await consume(ctx, "c");
-    assert.equal(Array.isArray(msg), false);
-    assert.equal(msg.id, p.id);
-    assert.equal(msg.topic, "c");
-    assert.equal(msg.payload, btoa("one"));
-    assert.equal(msg.payload_text, "one");
-    assert.equal(msg.retry_count, 0);
-    assert.equal(msg.timestamp, p.timestamp);
+    assertEquals(Array.isArray(msg), false);
+    assertEquals(msg.id, p.id);
+    assertEquals(msg.topic, "c");
+    assertEquals(msg.payload, btoa("one"));
+    assertEquals(msg.payload_text, "one");
+    assertEquals(msg.retry_count, 0);
+    assertEquals(msg.timestamp, p.timestamp);
     const explicit = await consume(ctx, "c", "limit=1");
-    assert.equal(Array.isArray(explicit), false);
-    assert.equal(explicit.payload_text, "two");
+    assertEquals(Array.isArray(explicit), false);
+    assertEquals(explicit.payload_text, "two");
   });
 });
 
@@ -38,11 +38,11 @@ Deno.test("GET /consume with limit>1 answers an array of 1..limit messages", asy
   await withBroker({}, async (ctx) => {
     for (const t of ["a", "b", "c"]) await publish(ctx, "many", t);
     const two = await consume(ctx, "many", "limit=2");
-    assert.ok(Array.isArray(two));
-    assert.deepEqual(two.map(textOf), ["a", "b"]);
+    assert(Array.isArray(two));
+    assertEquals(two.map(textOf), ["a", "b"]);
     const rest = await consume(ctx, "many", "limit=10");
-    assert.ok(Array.isArray(rest));
-    assert.deepEqual(rest.map(textOf), ["c"]);
+    assert(Array.isArray(rest));
+    assertEquals(rest.map(textOf), ["c"]);
   });
 });
 
@@ -68,9 +68,9 @@ Deno.test("GET /consume?timeout is woken by a publish and answers 200 with it", 
     await settle(ctx.url);
     const p = await publish(ctx, "lp", "wake up");
     const res = await waiting;
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.body.id, p.id);
-    assert.equal(res.body.payload_text, "wake up");
+    assertEquals(res.status, 200, res.text);
+    assertEquals(res.body.id, p.id);
+    assertEquals(res.body.payload_text, "wake up");
     await assertEmpty(ctx, "lp"); // handed to the waiter, not left in the queue
   });
 });
@@ -81,10 +81,10 @@ Deno.test("GET /consume?timeout&limit>1 woken by a publish answers an array", as
     await settle(ctx.url);
     await publish(ctx, "lpa", "first");
     const res = await waiting;
-    assert.equal(res.status, 200, res.text);
-    assert.ok(Array.isArray(res.body), res.text);
-    assert.ok(res.body.length >= 1);
-    assert.equal(res.body[0].payload_text, "first");
+    assertEquals(res.status, 200, res.text);
+    assert(Array.isArray(res.body), res.text);
+    assert(res.body.length >= 1);
+    assertEquals(res.body[0].payload_text, "first");
   });
 });
 
@@ -96,7 +96,7 @@ Deno.test("GET /consume?timeout answers 404 once the timeout passes", async () =
     assertProblem(await waiting, 404, "queue_empty");
     // A message published afterwards stays in the queue for the next consumer.
     await publish(ctx, "lpt", "after");
-    assert.equal((await consume(ctx, "lpt")).payload_text, "after");
+    assertEquals((await consume(ctx, "lpt")).payload_text, "after");
   });
 });
 
@@ -108,9 +108,9 @@ Deno.test("GET /consume wakes each parked long-poll with its own message", async
     await publish(ctx, "fair", "m1");
     await publish(ctx, "fair", "m2");
     const [r1, r2] = await Promise.all([w1, w2]);
-    assert.equal(r1.status, 200, r1.text);
-    assert.equal(r2.status, 200, r2.text);
-    assert.deepEqual([r1.body.payload_text, r2.body.payload_text].sort(), ["m1", "m2"]);
+    assertEquals(r1.status, 200, r1.text);
+    assertEquals(r2.status, 200, r2.text);
+    assertEquals([r1.body.payload_text, r2.body.payload_text].sort(), ["m1", "m2"]);
   });
 });
 
@@ -124,8 +124,8 @@ Deno.test("GET /consume?timeout abandoned by its client does not swallow the nex
     await settle(ctx.url); // let the broker see the closed connection
     const p = await publish(ctx, "ab", "for a live consumer");
     const m = await consume(ctx, "ab");
-    assert.equal(m.id, p.id);
-    assert.equal(m.retry_count, 0);
+    assertEquals(m.id, p.id);
+    assertEquals(m.retry_count, 0);
   });
 });
 
@@ -136,10 +136,10 @@ Deno.test("GET /consume?timeout&filter_key waits for a matching message only", a
     await publish(ctx, "lf", JSON.stringify({ type: "a" }));
     await publish(ctx, "lf", JSON.stringify({ type: "b" }));
     const res = await waiting;
-    assert.equal(res.status, 200, res.text);
-    assert.deepEqual(JSON.parse(textOf(res.body)), { type: "b" });
+    assertEquals(res.status, 200, res.text);
+    assertEquals(JSON.parse(textOf(res.body)), { type: "b" });
     const rest = await consume(ctx, "lf", "limit=10");
-    assert.deepEqual(rest.map((m: Json) => JSON.parse(textOf(m))), [{ type: "a" }]);
+    assertEquals(rest.map((m: Json) => JSON.parse(textOf(m))), [{ type: "a" }]);
   });
 });
 
@@ -147,7 +147,7 @@ Deno.test("GET /consume?auto_ack=true acknowledges at delivery", async () => {
   await withBroker({}, async (ctx) => {
     await publish(ctx, "aa", "x");
     const msg = await consume(ctx, "aa", "auto_ack=true");
-    assert.equal(msg.payload_text, "x");
+    assertEquals(msg.payload_text, "x");
     // Already acknowledged: a manual ack finds nothing and the lease never expires it back.
     assertProblem(await ctx.call("POST", `/ack/aa/${msg.id}`), 404, "message_not_found");
     await ctx.tick(60_000);
@@ -162,8 +162,8 @@ Deno.test("GET /consume without auto_ack keeps the message in flight until its l
     await assertEmpty(ctx, "lease");
     await ctx.tick(31_000); // default BROKER_VISIBILITY is 30s
     const again = await consume(ctx, "lease");
-    assert.equal(again.id, p.id);
-    assert.equal(again.retry_count, 1);
+    assertEquals(again.id, p.id);
+    assertEquals(again.retry_count, 1);
   });
 });
 
@@ -172,12 +172,12 @@ Deno.test("GET /consume?peek=true reads without consuming", async () => {
     const p = await publish(ctx, "pk", "look");
     await publish(ctx, "pk", "look2");
     const peeked = await consume(ctx, "pk", "peek=true");
-    assert.equal(peeked.id, p.id);
+    assertEquals(peeked.id, p.id);
     const peekedAgain = await consume(ctx, "pk", "peek=true&limit=10");
-    assert.deepEqual(peekedAgain.map(textOf), ["look", "look2"]);
+    assertEquals(peekedAgain.map(textOf), ["look", "look2"]);
     const taken = await consume(ctx, "pk");
-    assert.equal(taken.id, p.id);
-    assert.equal(taken.retry_count, 0);
+    assertEquals(taken.id, p.id);
+    assertEquals(taken.retry_count, 0);
   });
 });
 
@@ -189,13 +189,13 @@ Deno.test("GET /consume?filter_key&filter_val takes only matching JSON messages"
     await publish(ctx, "f", JSON.stringify({ other: "b" }));
     await publish(ctx, "f", JSON.stringify(["type", "b"]));
     const b = await consume(ctx, "f", "filter_key=type&filter_val=b");
-    assert.deepEqual(JSON.parse(textOf(b)), { type: "b", n: 2 });
+    assertEquals(JSON.parse(textOf(b)), { type: "b", n: 2 });
     const num = await consume(ctx, "f", "filter_key=n&filter_val=1");
-    assert.deepEqual(JSON.parse(textOf(num)), { type: "a", n: 1 });
+    assertEquals(JSON.parse(textOf(num)), { type: "a", n: 1 });
     await assertEmpty(ctx, "f", "filter_key=type&filter_val=b");
     // Skipped messages stay, in order, for other consumers.
     const rest = await consume(ctx, "f", "limit=10");
-    assert.deepEqual(rest.map(textOf), [
+    assertEquals(rest.map(textOf), [
       "type=b, not JSON",
       JSON.stringify({ other: "b" }),
       JSON.stringify(["type", "b"]),
@@ -208,7 +208,7 @@ Deno.test("GET /consume?filter_key alone matches messages that have the key", as
     await publish(ctx, "fk", JSON.stringify({ nope: 1 }));
     await publish(ctx, "fk", JSON.stringify({ urgent: false }));
     const m = await consume(ctx, "fk", "filter_key=urgent");
-    assert.deepEqual(JSON.parse(textOf(m)), { urgent: false });
+    assertEquals(JSON.parse(textOf(m)), { urgent: false });
     await assertEmpty(ctx, "fk", "filter_key=urgent");
   });
 });
@@ -218,7 +218,7 @@ Deno.test("GET /consume?filter_key with a dotted path reaches nested keys", asyn
     await publish(ctx, "fd", JSON.stringify({ order: { status: "open" } }));
     await publish(ctx, "fd", JSON.stringify({ order: { status: "paid", total: 5 } }));
     const m = await consume(ctx, "fd", "filter_key=order.status&filter_val=paid");
-    assert.equal(JSON.parse(textOf(m)).order.status, "paid");
+    assertEquals(JSON.parse(textOf(m)).order.status, "paid");
     const t = await ctx.call("GET", "/consume/fd?filter_key=order.total&filter_val=5");
     assertProblem(t, 404, "queue_empty"); // the only match is in flight now
   });
@@ -232,7 +232,7 @@ Deno.test("GET /consume?filter_key never matches a non-JSON payload", async () =
     await assertEmpty(ctx, "fn", "filter_key=type");
     await assertEmpty(ctx, "fn", "filter_key=type&filter_val=a");
     const all = await consume(ctx, "fn", "limit=10&peek=true");
-    assert.equal(all.length, 3);
+    assertEquals(all.length, 3);
   });
 });
 
@@ -244,12 +244,12 @@ Deno.test("GET /consume?visibility sets the lease of this delivery", async () =>
     await assertEmpty(ctx, "vis");
     await ctx.tick(2_000);
     const again = await consume(ctx, "vis", "visibility=1m");
-    assert.equal(again.id, p.id);
-    assert.equal(again.retry_count, 1);
+    assertEquals(again.id, p.id);
+    assertEquals(again.retry_count, 1);
     await ctx.tick(40_000); // past the 30s default, inside the 1m lease
     await assertEmpty(ctx, "vis");
     await ctx.tick(21_000);
-    assert.equal((await consume(ctx, "vis")).retry_count, 2);
+    assertEquals((await consume(ctx, "vis")).retry_count, 2);
   });
 });
 
@@ -258,11 +258,11 @@ Deno.test("GET /consume messages carry the contract fields", async () => {
     await publish(ctx, "fields", "x", "ttl=1h&priority=low", { "x-mq-k": "v" });
     const m: Json = await consume(ctx, "fields");
     for (const k of ["id", "topic", "payload", "payload_text", "timestamp", "retry_count"]) {
-      assert.ok(k in m, `Message lacks ${k}: ${JSON.stringify(m)}`);
+      assert(k in m, `Message lacks ${k}: ${JSON.stringify(m)}`);
     }
-    assert.equal(m.priority, "low");
-    assert.deepEqual(m.headers, { "x-mq-k": "v" });
-    assert.equal(Date.parse(m.expires_at) - Date.parse(m.timestamp), 3_600_000);
+    assertEquals(m.priority, "low");
+    assertEquals(m.headers, { "x-mq-k": "v" });
+    assertEquals(Date.parse(m.expires_at) - Date.parse(m.timestamp), 3_600_000);
   });
 });
 
@@ -276,15 +276,19 @@ Deno.test("GET /consume answers at most 4 MiB of payload, and acks only what it 
     let taken = 0;
     while (taken < 40) {
       const got = await consume(ctx, "big", "limit=40&auto_ack=true");
-      assert.ok(Array.isArray(got) && got.length >= 1 && got.length <= 2, `${got.length} taken`);
+      assert(Array.isArray(got) && got.length >= 1 && got.length <= 2, `${got.length} taken`);
       taken += got.length;
       const q = (await ctx.call("GET", "/api/queues")).body[0];
-      assert.equal(q.depth + q.in_flight, 40 - taken, "what was not answered is still held");
-      assert.equal(q.in_flight, 0, "nothing is left leased");
+      assertEquals(
+        q.depth + q.in_flight,
+        40 - taken,
+        "what was not answered is still held",
+      );
+      assertEquals(q.in_flight, 0, "nothing is left leased");
     }
     await assertEmpty(ctx, "big");
     for (let i = 0; i < 3; i++) await publish(ctx, "big", big.slice());
     const peeked = await consume(ctx, "big", "peek=true&limit=1000");
-    assert.equal(peeked.length, 2, "a peek is bounded too");
+    assertEquals(peeked.length, 2, "a peek is bounded too");
   });
 });

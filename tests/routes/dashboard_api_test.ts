@@ -2,21 +2,22 @@
  * The dashboard's JSON interface (/api/queues/*) through the HTTP server.
  */
 
-import assert from "node:assert/strict";
+import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
+import { exists } from "../_support/files.ts";
 import {
   assertEmpty,
   assertProblem,
   consume,
-  type Ctx,
-  exists,
+  deadLetter,
   type Json,
   publish,
+  queues,
   settle,
   textOf,
-  withBroker,
-} from "./_http.ts";
+  UUID_V7,
+} from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
-const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const ITEM_FIELDS = [
   "name",
   "depth",
@@ -29,27 +30,6 @@ const ITEM_FIELDS = [
   "oldest_age_seconds",
 ];
 
-/** The items of GET /api/queues, whether it answers an array or wraps it in an object. */
-async function queues(ctx: Ctx): Promise<Json[]> {
-  const res = await ctx.call("GET", "/api/queues");
-  assert.equal(res.status, 200, res.text);
-  const list = Array.isArray(res.body)
-    ? res.body
-    : Object.values(res.body ?? {}).find((v) => Array.isArray(v));
-  assert.ok(Array.isArray(list), `no queue list in ${res.text}`);
-  return list as Json[];
-}
-
-/** Moves one fresh message of `topic` into `{topic}.dlq` with three requeues. */
-async function deadLetter(ctx: Ctx, topic: string): Promise<void> {
-  await publish(ctx, topic, "dead");
-  for (let i = 0; i < 3; i++) {
-    const m = await consume(ctx, topic);
-    const r = await ctx.call("POST", "/requeue", { json: m });
-    assert.equal(r.status, 200, r.text);
-  }
-}
-
 /** POST /webhook/{topic} arrives with the webhooks issue. */
 const WEBHOOKS_PENDING = true;
 
@@ -57,28 +37,28 @@ Deno.test("GET /api/queues lists every queue with the contract's fields", async 
   await withBroker({}, async (ctx) => {
     await ctx.call("POST", "/api/topics", { json: { name: "shop", retain: "1h" } });
     await ctx.call("POST", "/api/groups", { json: { topic: "shop", group: "billing" } });
-    await deadLetter(ctx, "shop");
+    await deadLetter(ctx, "shop", "dead");
     for (const t of ["a", "b", "c"]) await publish(ctx, "shop", t);
     await publish(ctx, "shop", "later", "delay=1m");
     await consume(ctx, "shop"); // one in flight
     await ctx.tick(5_000);
 
-    const items = await queues(ctx);
+    const items = [...(await queues(ctx)).values()];
     const shop = items.find((q) => q.name === "shop");
-    assert.ok(shop, `shop not listed: ${JSON.stringify(items)}`);
-    for (const k of ITEM_FIELDS) assert.ok(k in shop, `item lacks ${k}: ${JSON.stringify(shop)}`);
-    assert.equal(shop.in_flight, 1);
-    assert.equal(shop.delayed, 1);
-    assert.equal(shop.dlq_depth, 1);
-    assert.equal(shop.policy, "reject");
-    assert.equal(shop.retain, "1h");
-    assert.equal(typeof shop.depth, "number");
-    assert.ok(shop.depth >= 2, `depth counts the ready messages: ${JSON.stringify(shop)}`);
-    assert.equal(typeof shop.oldest_age_seconds, "number");
-    assert.ok(shop.oldest_age_seconds >= 5, JSON.stringify(shop));
+    assert(shop, `shop not listed: ${JSON.stringify(items)}`);
+    for (const k of ITEM_FIELDS) assert(k in shop, `item lacks ${k}: ${JSON.stringify(shop)}`);
+    assertEquals(shop.in_flight, 1);
+    assertEquals(shop.delayed, 1);
+    assertEquals(shop.dlq_depth, 1);
+    assertEquals(shop.policy, "reject");
+    assertEquals(shop.retain, "1h");
+    assertEquals(typeof shop.depth, "number");
+    assert(shop.depth >= 2, `depth counts the ready messages: ${JSON.stringify(shop)}`);
+    assertEquals(typeof shop.oldest_age_seconds, "number");
+    assert(shop.oldest_age_seconds >= 5, JSON.stringify(shop));
     // `groups` may be a count or a list of names; either way billing is in it.
-    if (typeof shop.groups === "number") assert.ok(shop.groups >= 1, JSON.stringify(shop));
-    else assert.ok(JSON.stringify(shop.groups).includes("billing"), JSON.stringify(shop));
+    if (typeof shop.groups === "number") assert(shop.groups >= 1, JSON.stringify(shop));
+    else assert(JSON.stringify(shop.groups).includes("billing"), JSON.stringify(shop));
   });
 });
 
@@ -87,18 +67,18 @@ Deno.test("POST /api/queues/publish answers 201 like /publish", async () => {
     const res = await ctx.call("POST", "/api/queues/publish", {
       json: { queue: "dash", payload: "from the dashboard", priority: "high", ttl: "1m" },
     });
-    assert.equal(res.status, 201, res.text);
+    assertEquals(res.status, 201, res.text);
     const b = res.body;
-    assert.match(b.id, UUID_V7);
-    assert.equal(b.topic, "dash");
-    assert.equal(b.priority, "high");
-    assert.equal(b.deduplicated, false);
-    assert.equal(Date.parse(b.expires_at) - Date.parse(b.timestamp), 60_000);
-    assert.equal("visible_at" in b, false);
+    assertMatch(b.id, UUID_V7);
+    assertEquals(b.topic, "dash");
+    assertEquals(b.priority, "high");
+    assertEquals(b.deduplicated, false);
+    assertEquals(Date.parse(b.expires_at) - Date.parse(b.timestamp), 60_000);
+    assertEquals("visible_at" in b, false);
     const m = await consume(ctx, "dash");
-    assert.equal(m.id, b.id);
-    assert.equal(m.payload_text, "from the dashboard");
-    assert.equal(m.priority, "high");
+    assertEquals(m.id, b.id);
+    assertEquals(m.payload_text, "from the dashboard");
+    assertEquals(m.priority, "high");
   });
 });
 
@@ -107,11 +87,11 @@ Deno.test("POST /api/queues/publish with delay hides the message", async () => {
     const res = await ctx.call("POST", "/api/queues/publish", {
       json: { queue: "dashd", payload: "later", delay: "10s" },
     });
-    assert.equal(res.status, 201, res.text);
-    assert.equal(Date.parse(res.body.visible_at) - Date.parse(res.body.timestamp), 10_000);
+    assertEquals(res.status, 201, res.text);
+    assertEquals(Date.parse(res.body.visible_at) - Date.parse(res.body.timestamp), 10_000);
     await assertEmpty(ctx, "dashd");
     await ctx.tick(10_000);
-    assert.equal((await consume(ctx, "dashd")).payload_text, "later");
+    assertEquals((await consume(ctx, "dashd")).payload_text, "later");
   });
 });
 
@@ -122,11 +102,11 @@ Deno.test("POST /api/queues/publish with broadcast reaches waiting consumers onl
     const res = await ctx.call("POST", "/api/queues/publish", {
       json: { queue: "dashb", payload: "hey", broadcast: true },
     });
-    assert.equal(res.status, 200, res.text);
-    assert.deepEqual(res.body, { broadcast: true, delivered_to: 1 });
+    assertEquals(res.status, 200, res.text);
+    assertEquals(res.body, { broadcast: true, delivered_to: 1 });
     const got = await waiting;
-    assert.equal(got.status, 200, got.text);
-    assert.equal(got.body.payload_text, "hey");
+    assertEquals(got.status, 200, got.text);
+    assertEquals(got.body.payload_text, "hey");
     await assertEmpty(ctx, "dashb");
   });
 });
@@ -150,11 +130,11 @@ Deno.test("POST /api/queues/consume {queue} answers one Message, 404 when empty"
   await withBroker({}, async (ctx) => {
     const p = await publish(ctx, "dc", "take me");
     const res = await ctx.call("POST", "/api/queues/consume", { json: { queue: "dc" } });
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.body.id, p.id);
-    assert.equal(res.body.topic, "dc");
-    assert.equal(res.body.payload_text, "take me");
-    assert.equal(res.body.retry_count, 0);
+    assertEquals(res.status, 200, res.text);
+    assertEquals(res.body.id, p.id);
+    assertEquals(res.body.topic, "dc");
+    assertEquals(res.body.payload_text, "take me");
+    assertEquals(res.body.retry_count, 0);
     const empty = await ctx.call("POST", "/api/queues/consume", { json: { queue: "dc" } });
     assertProblem(empty, 404, "queue_empty");
   });
@@ -164,12 +144,12 @@ Deno.test("GET /api/queues/peek returns at most 10 messages and removes none", a
   await withBroker({}, async (ctx) => {
     for (let i = 0; i < 12; i++) await publish(ctx, "pk", `m${i}`);
     const res = await ctx.call("GET", "/api/queues/peek?queue=pk");
-    assert.equal(res.status, 200, res.text);
-    assert.ok(Array.isArray(res.body), res.text);
-    assert.equal(res.body.length, 10);
-    assert.deepEqual(res.body.map(textOf), Array.from({ length: 10 }, (_, i) => `m${i}`));
+    assertEquals(res.status, 200, res.text);
+    assert(Array.isArray(res.body), res.text);
+    assertEquals(res.body.length, 10);
+    assertEquals(res.body.map(textOf), Array.from({ length: 10 }, (_, i) => `m${i}`));
     const all = await consume(ctx, "pk", "limit=100");
-    assert.equal(all.length, 12);
+    assertEquals(all.length, 12);
   });
 });
 
@@ -177,14 +157,14 @@ Deno.test("DELETE /api/queues/purge empties the queue: {queue, purged}", async (
   await withBroker({}, async (ctx) => {
     for (let i = 0; i < 4; i++) await publish(ctx, "pg", `m${i}`);
     const res = await ctx.call("DELETE", "/api/queues/purge?queue=pg");
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.body.queue, "pg");
-    assert.equal(res.body.purged, 4);
+    assertEquals(res.status, 200, res.text);
+    assertEquals(res.body.queue, "pg");
+    assertEquals(res.body.purged, 4);
     await assertEmpty(ctx, "pg");
     await ctx.tick(60_000);
     await assertEmpty(ctx, "pg");
     await publish(ctx, "pg", "fresh"); // the queue still works
-    assert.equal((await consume(ctx, "pg")).payload_text, "fresh");
+    assertEquals((await consume(ctx, "pg")).payload_text, "fresh");
   });
 });
 
@@ -192,26 +172,29 @@ Deno.test("DELETE /api/queues/delete removes the queue and its WAL file", async 
   await withBroker({}, async (ctx) => {
     await publish(ctx, "gone", "x");
     const wal = `${ctx.dataDir}/gone.wal`;
-    assert.ok(await exists(wal), "publish wrote the topic's WAL file");
+    assert(await exists(wal), "publish wrote the topic's WAL file");
     const res = await ctx.call("DELETE", "/api/queues/delete?queue=gone");
-    assert.equal(res.status, 200, res.text);
-    assert.deepEqual(res.body, { queue: "gone", deleted: true });
-    assert.equal(await exists(wal), false, "the WAL file is deleted");
-    const names = (await queues(ctx)).map((q) => q.name);
-    assert.ok(!names.includes("gone"), JSON.stringify(names));
+    assertEquals(res.status, 200, res.text);
+    assertEquals(res.body, { queue: "gone", deleted: true });
+    assertEquals(await exists(wal), false, "the WAL file is deleted");
+    const names = [...(await queues(ctx)).keys()];
+    assert(!names.includes("gone"), JSON.stringify(names));
     // Publishing again starts a fresh, empty topic.
     await publish(ctx, "gone", "new");
     const all = await consume(ctx, "gone", "limit=10");
-    assert.deepEqual(all.map(textOf), ["new"]);
+    assertEquals(all.map(textOf), ["new"]);
   });
 });
 
 Deno.test("GET /api/queues/webhooks answers a list", async () => {
   await withBroker({}, async (ctx) => {
-    assert.equal((await ctx.call("POST", "/api/topics", { json: { name: "hooks" } })).status, 201);
+    assertEquals(
+      (await ctx.call("POST", "/api/topics", { json: { name: "hooks" } })).status,
+      201,
+    );
     const res = await ctx.call("GET", "/api/queues/webhooks?queue=hooks");
-    assert.equal(res.status, 200, res.text);
-    assert.ok(Array.isArray(res.body), res.text);
+    assertEquals(res.status, 200, res.text);
+    assert(Array.isArray(res.body), res.text);
   });
 });
 
@@ -221,23 +204,26 @@ Deno.test({
   ignore: WEBHOOKS_PENDING,
 }, async () => {
   await withBroker({}, async (ctx) => {
-    assert.equal((await ctx.call("POST", "/api/topics", { json: { name: "hooks" } })).status, 201);
+    assertEquals(
+      (await ctx.call("POST", "/api/topics", { json: { name: "hooks" } })).status,
+      201,
+    );
     // No message is ever published to this topic, so nothing is sent to the url.
     const reg = await ctx.call("POST", "/webhook/hooks", {
       json: { url: "http://127.0.0.1:9/hook", secret: "s3cret-value" },
     });
-    assert.equal(reg.status, 201, reg.text);
-    assert.equal(reg.body.url, "http://127.0.0.1:9/hook");
-    assert.equal(reg.body.topic, "hooks");
-    assert.equal(reg.body.signed, true);
-    assert.ok(!reg.text.includes("s3cret-value"), "the secret is never echoed");
+    assertEquals(reg.status, 201, reg.text);
+    assertEquals(reg.body.url, "http://127.0.0.1:9/hook");
+    assertEquals(reg.body.topic, "hooks");
+    assertEquals(reg.body.signed, true);
+    assert(!reg.text.includes("s3cret-value"), "the secret is never echoed");
 
     const list = await ctx.call("GET", "/api/queues/webhooks?queue=hooks");
-    assert.equal(list.status, 200, list.text);
-    assert.ok(Array.isArray(list.body), list.text);
+    assertEquals(list.status, 200, list.text);
+    assert(Array.isArray(list.body), list.text);
     const urls = list.body.map((w: Json) => typeof w === "string" ? w : w.url);
-    assert.deepEqual(urls, ["http://127.0.0.1:9/hook"]);
-    assert.ok(!list.text.includes("s3cret-value"), "the secret is never listed");
+    assertEquals(urls, ["http://127.0.0.1:9/hook"]);
+    assert(!list.text.includes("s3cret-value"), "the secret is never listed");
   });
 });
 

@@ -3,38 +3,37 @@
  * consume) through the HTTP server.
  */
 
-import assert from "node:assert/strict";
+import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
 import {
   assertEmpty,
   assertProblem,
   consume,
+  ISO_UTC,
   type Json,
   publish,
   settle,
-  withBroker,
-} from "./_http.ts";
-
-const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
+} from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
 /** Group names from GET /api/groups, whether it lists strings or group objects. */
 function groupNames(body: Json): string[] {
   const list: Json[] = Array.isArray(body) ? body : body?.groups;
-  assert.ok(Array.isArray(list), `no group list in ${JSON.stringify(body)}`);
+  assert(Array.isArray(list), `no group list in ${JSON.stringify(body)}`);
   return list.map((g) => typeof g === "string" ? g : g.group ?? g.name);
 }
 
 Deno.test("POST /api/topics answers 201 with the topic, default policy reject", async () => {
   await withBroker({}, async (ctx) => {
     const res = await ctx.call("POST", "/api/topics", { json: { name: "orders" } });
-    assert.equal(res.status, 201, res.text);
+    assertEquals(res.status, 201, res.text);
     const t = res.body;
     for (const k of ["name", "policy", "retain", "visibility", "max_messages", "created_at"]) {
-      assert.ok(k in t, `topic lacks ${k}: ${res.text}`);
+      assert(k in t, `topic lacks ${k}: ${res.text}`);
     }
-    assert.equal(t.name, "orders");
-    assert.equal(t.policy, "reject");
-    assert.match(t.created_at, ISO_UTC);
-    assert.equal(typeof t.max_messages, "number");
+    assertEquals(t.name, "orders");
+    assertEquals(t.policy, "reject");
+    assertMatch(t.created_at, ISO_UTC);
+    assertEquals(typeof t.max_messages, "number");
   });
 });
 
@@ -43,17 +42,20 @@ Deno.test("POST /api/topics keeps policy, retain and visibility as given", async
     const res = await ctx.call("POST", "/api/topics", {
       json: { name: "logs", policy: "drop-oldest", retain: "1h", visibility: "2m" },
     });
-    assert.equal(res.status, 201, res.text);
-    assert.equal(res.body.name, "logs");
-    assert.equal(res.body.policy, "drop-oldest");
-    assert.equal(res.body.retain, "1h");
-    assert.equal(res.body.visibility, "2m");
+    assertEquals(res.status, 201, res.text);
+    assertEquals(res.body.name, "logs");
+    assertEquals(res.body.policy, "drop-oldest");
+    assertEquals(res.body.retain, "1h");
+    assertEquals(res.body.visibility, "2m");
   });
 });
 
 Deno.test("POST /api/topics for an existing topic is 409 already_exists", async () => {
   await withBroker({}, async (ctx) => {
-    assert.equal((await ctx.call("POST", "/api/topics", { json: { name: "t" } })).status, 201);
+    assertEquals(
+      (await ctx.call("POST", "/api/topics", { json: { name: "t" } })).status,
+      201,
+    );
     assertProblem(
       await ctx.call("POST", "/api/topics", { json: { name: "t" } }),
       409,
@@ -70,8 +72,14 @@ Deno.test("POST /api/topics for an existing topic is 409 already_exists", async 
 
 Deno.test("POST /api/topics past BROKER_MAX_TOPICS is 403 topic_limit_reached", async () => {
   await withBroker({ maxTopics: 2 }, async (ctx) => {
-    assert.equal((await ctx.call("POST", "/api/topics", { json: { name: "a" } })).status, 201);
-    assert.equal((await ctx.call("POST", "/api/topics", { json: { name: "b" } })).status, 201);
+    assertEquals(
+      (await ctx.call("POST", "/api/topics", { json: { name: "a" } })).status,
+      201,
+    );
+    assertEquals(
+      (await ctx.call("POST", "/api/topics", { json: { name: "b" } })).status,
+      201,
+    );
     const res = await ctx.call("POST", "/api/topics", { json: { name: "c" } });
     assertProblem(res, 403, "topic_limit_reached");
     assertProblem(await ctx.call("POST", "/publish/c", { body: "x" }), 403, "topic_limit_reached");
@@ -92,17 +100,20 @@ Deno.test("POST /api/topics with a bad policy or retain is 400", async () => {
     assertProblem(await ctx.call("POST", "/api/topics", { json: { policy: "reject" } }), 400);
     assertProblem(await ctx.call("POST", "/api/topics", { json: { name: "" } }), 400);
     // None of the refused calls created the topic.
-    assert.equal((await ctx.call("POST", "/api/topics", { json: { name: "p" } })).status, 201);
+    assertEquals(
+      (await ctx.call("POST", "/api/topics", { json: { name: "p" } })).status,
+      201,
+    );
   });
 });
 
 Deno.test("POST /api/groups answers 201 {topic,group,created_at}, 409 when it exists", async () => {
   await withBroker({}, async (ctx) => {
     const res = await ctx.call("POST", "/api/groups", { json: { topic: "gt", group: "billing" } });
-    assert.equal(res.status, 201, res.text);
-    assert.equal(res.body.topic, "gt");
-    assert.equal(res.body.group, "billing");
-    assert.match(res.body.created_at, ISO_UTC);
+    assertEquals(res.status, 201, res.text);
+    assertEquals(res.body.topic, "gt");
+    assertEquals(res.body.group, "billing");
+    assertMatch(res.body.created_at, ISO_UTC);
     assertProblem(
       await ctx.call("POST", "/api/groups", { json: { topic: "gt", group: "billing" } }),
       409,
@@ -115,15 +126,15 @@ Deno.test("GET /api/groups?topic= lists the groups of a topic", async () => {
   await withBroker({}, async (ctx) => {
     for (const group of ["billing", "audit"]) {
       const r = await ctx.call("POST", "/api/groups", { json: { topic: "gl", group } });
-      assert.equal(r.status, 201, r.text);
+      assertEquals(r.status, 201, r.text);
     }
     await ctx.call("GET", "/consume/gl?group=by-consume"); // a first consume creates a group
     await ctx.call("POST", "/api/groups", { json: { topic: "other", group: "elsewhere" } });
     const res = await ctx.call("GET", "/api/groups?topic=gl");
-    assert.equal(res.status, 200, res.text);
+    assertEquals(res.status, 200, res.text);
     const names = groupNames(res.body);
-    for (const g of ["billing", "audit", "by-consume"]) assert.ok(names.includes(g), res.text);
-    assert.ok(!names.includes("elsewhere"), res.text);
+    for (const g of ["billing", "audit", "by-consume"]) assert(names.includes(g), res.text);
+    assert(!names.includes("elsewhere"), res.text);
   });
 });
 
@@ -137,11 +148,11 @@ Deno.test("GET /consume?group= gives every group its own copy", async () => {
     const b = await consume(ctx, "fan", "group=billing");
     const s = await consume(ctx, "fan", "group=shipping");
     for (const m of [d, b, s]) {
-      assert.equal(m.id, p.id);
-      assert.equal(m.payload_text, "order-1");
+      assertEquals(m.id, p.id);
+      assertEquals(m.payload_text, "order-1");
     }
-    assert.equal(b.group, "billing");
-    assert.equal(s.group, "shipping");
+    assertEquals(b.group, "billing");
+    assertEquals(s.group, "shipping");
     await assertEmpty(ctx, "fan");
     await assertEmpty(ctx, "fan", "group=billing");
     await assertEmpty(ctx, "fan", "group=shipping");
@@ -152,19 +163,19 @@ Deno.test("a named group receives only messages published after its creation", a
   await withBroker({}, async (ctx) => {
     await publish(ctx, "late", "before");
     const g = await ctx.call("POST", "/api/groups", { json: { topic: "late", group: "new" } });
-    assert.equal(g.status, 201, g.text);
+    assertEquals(g.status, 201, g.text);
     await publish(ctx, "late", "after");
     const got = await consume(ctx, "late", "group=new&limit=10");
-    assert.deepEqual(got.map((m: Json) => m.payload_text), ["after"]);
+    assertEquals(got.map((m: Json) => m.payload_text), ["after"]);
 
     // A group created by its first consume works the same way.
     await assertEmpty(ctx, "late", "group=lazy");
     await publish(ctx, "late", "later");
     const lazy = await consume(ctx, "late", "group=lazy&limit=10");
-    assert.deepEqual(lazy.map((m: Json) => m.payload_text), ["later"]);
+    assertEquals(lazy.map((m: Json) => m.payload_text), ["later"]);
 
     const dflt = await consume(ctx, "late", "limit=10");
-    assert.deepEqual(dflt.map((m: Json) => m.payload_text), ["before", "after", "later"]);
+    assertEquals(dflt.map((m: Json) => m.payload_text), ["before", "after", "later"]);
   });
 });
 
@@ -175,11 +186,11 @@ Deno.test("GET /consume?group=&timeout wakes the group's long-poll", async () =>
     await settle(ctx.url);
     await publish(ctx, "glp", "ping");
     const res = await waiting;
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.body.group, "g");
-    assert.equal(res.body.payload_text, "ping");
+    assertEquals(res.status, 200, res.text);
+    assertEquals(res.body.group, "g");
+    assertEquals(res.body.payload_text, "ping");
     // The default group still holds its own copy.
-    assert.equal((await consume(ctx, "glp")).payload_text, "ping");
+    assertEquals((await consume(ctx, "glp")).payload_text, "ping");
   });
 });
 
@@ -189,10 +200,10 @@ Deno.test("a message acked by one group stays for the others", async () => {
     await ctx.call("POST", "/api/groups", { json: { topic: "keep", group: "slow" } });
     await publish(ctx, "keep", "x");
     const f = await consume(ctx, "keep", "group=fast");
-    assert.equal((await ctx.call("POST", `/ack/keep/${f.id}?group=fast`)).status, 204);
+    assertEquals((await ctx.call("POST", `/ack/keep/${f.id}?group=fast`)).status, 204);
     await ctx.tick(60_000);
-    assert.equal((await consume(ctx, "keep", "group=slow")).payload_text, "x");
-    assert.equal((await consume(ctx, "keep")).payload_text, "x");
+    assertEquals((await consume(ctx, "keep", "group=slow")).payload_text, "x");
+    assertEquals((await consume(ctx, "keep")).payload_text, "x");
     await assertEmpty(ctx, "keep", "group=fast");
   });
 });

@@ -2,40 +2,33 @@
  * /healthz, POST /api/drain, and the headers every answer carries, through the HTTP server.
  */
 
-import assert from "node:assert/strict";
-import {
-  assertProblem,
-  type CallInit,
-  Failures,
-  publish,
-  type Res,
-  settle,
-  withBroker,
-} from "./_http.ts";
+import { assert, assertEquals, assertMatch, Failures } from "../_support/assert.ts";
+import { assertProblem, type CallInit, publish, type Res, settle } from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
 Deno.test("GET /healthz answers 200 {status:ok, version, uptime_seconds} without cluster fields", async () => {
   await withBroker({}, async (ctx) => {
     const res = await ctx.call("GET", "/healthz");
-    assert.equal(res.status, 200, res.text);
-    assert.match(res.headers.get("content-type") ?? "", /^application\/json/);
-    assert.equal(res.body.status, "ok");
-    assert.equal(typeof res.body.version, "string");
-    assert.ok(res.body.version.length > 0);
-    assert.ok(Number.isInteger(res.body.uptime_seconds), res.text);
-    assert.ok(res.body.uptime_seconds >= 0);
-    assert.equal("cluster_role" in res.body, false);
-    assert.equal("cluster_term" in res.body, false);
-    assert.ok(res.headers.get("x-request-id"));
+    assertEquals(res.status, 200, res.text);
+    assertMatch(res.headers.get("content-type") ?? "", /^application\/json/);
+    assertEquals(res.body.status, "ok");
+    assertEquals(typeof res.body.version, "string");
+    assert(res.body.version.length > 0);
+    assert(Number.isInteger(res.body.uptime_seconds), res.text);
+    assert(res.body.uptime_seconds >= 0);
+    assertEquals("cluster_role" in res.body, false);
+    assertEquals("cluster_term" in res.body, false);
+    assert(res.headers.get("x-request-id"));
   });
 });
 
 Deno.test("POST /api/drain answers {status:draining,in_flight_requests}", async () => {
   await withBroker({}, async (ctx) => {
     const res = await ctx.call("POST", "/api/drain");
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.body.status, "draining");
-    assert.ok(Number.isInteger(res.body.in_flight_requests), res.text);
-    assert.ok(res.body.in_flight_requests >= 0);
+    assertEquals(res.status, 200, res.text);
+    assertEquals(res.body.status, "draining");
+    assert(Number.isInteger(res.body.in_flight_requests), res.text);
+    assert(res.body.in_flight_requests >= 0);
   });
 });
 
@@ -44,22 +37,22 @@ Deno.test("POST /api/drain counts a parked long-poll as in flight", async () => 
     const parked = ctx.start("GET", "/consume/dr?timeout=5s");
     await settle(ctx.url);
     const res = await ctx.call("POST", "/api/drain");
-    assert.equal(res.status, 200, res.text);
-    assert.ok(res.body.in_flight_requests >= 1, res.text);
+    assertEquals(res.status, 200, res.text);
+    assert(res.body.in_flight_requests >= 1, res.text);
     await ctx.tick(5_000);
     const r = await parked; // whatever the drain does to it, it is answered
-    assert.ok([404, 503].includes(r.status), `${r.status} ${r.text}`);
+    assert([404, 503].includes(r.status), `${r.status} ${r.text}`);
   });
 });
 
 Deno.test("after POST /api/drain every request is 503 draining with Retry-After", async () => {
   await withBroker({}, async (ctx) => {
     await publish(ctx, "d", "x");
-    assert.equal((await ctx.call("POST", "/api/drain")).status, 200);
+    assertEquals((await ctx.call("POST", "/api/drain")).status, 200);
 
     const health = await ctx.call("GET", "/healthz");
-    assert.equal(health.status, 503, health.text);
-    assert.ok(health.headers.get("x-request-id"));
+    assertEquals(health.status, 503, health.text);
+    assert(health.headers.get("x-request-id"));
 
     const calls: [string, string, CallInit?][] = [
       ["POST", "/publish/d", { body: "y" }],
@@ -78,7 +71,7 @@ Deno.test("after POST /api/drain every request is 503 draining with Retry-After"
       const res = await ctx.call(method, path, init);
       bad.check(`${method} ${path}`, () => {
         assertProblem(res, 503, "draining");
-        assert.match(res.headers.get("retry-after") ?? "", /^\d+$/, "Retry-After");
+        assertMatch(res.headers.get("retry-after") ?? "", /^\d+$/, "Retry-After");
       });
     }
     bad.assertNone();
@@ -99,11 +92,11 @@ Deno.test("every answer carries X-Request-Id, success or error", async () => {
     all.push(await ctx.call("POST", "/publish/rid"));
     all.push(await ctx.call("POST", "/publish/bad%20name", { body: "x" }));
     const ids = all.map((r) => r.headers.get("x-request-id"));
-    for (const [i, id] of ids.entries()) assert.ok(id, `answer ${i} (${all[i]!.status}) lacks it`);
-    assert.equal(new Set(ids).size, ids.length, "request ids are unique");
+    for (const [i, id] of ids.entries()) assert(id, `answer ${i} (${all[i]!.status}) lacks it`);
+    assertEquals(new Set(ids).size, ids.length, "request ids are unique");
     // An error's body names the same request.
     for (const r of all.filter((r) => r.status >= 400)) {
-      assert.equal(r.body.request_id, r.headers.get("x-request-id"));
+      assertEquals(r.body.request_id, r.headers.get("x-request-id"));
     }
   });
 });

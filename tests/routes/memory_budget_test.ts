@@ -5,9 +5,10 @@
  * stay on disk and hold only their overhead.
  */
 
-import assert from "node:assert/strict";
+import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
 import { MESSAGE_OVERHEAD_BYTES } from "../../lib/memory.ts";
-import { assertProblem, consume, publish, rawRequest, withBroker } from "./_http.ts";
+import { assertProblem, consume, publish, rawRequest } from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
 
 const MIB = 1024 * 1024;
 const big = () => new Uint8Array(2 * MIB).fill(0x62);
@@ -19,31 +20,31 @@ Deno.test("at BROKER_MAX_MEMORY a publish is 429 memory_full until consumers mak
     for (let i = 0; i < 3; i++) await publish(ctx, "mem", big());
     const full = await ctx.call("POST", "/publish/mem", { body: big() });
     assertProblem(full, 429, "memory_full");
-    assert.ok(Number(full.headers.get("retry-after")) >= 1, "Retry-After");
+    assert(Number(full.headers.get("retry-after")) >= 1, "Retry-After");
     // A small message still fits, and another topic shares the same budget.
     await publish(ctx, "other", "small");
     assertProblem(await ctx.call("POST", "/publish/other", { body: big() }), 429, "memory_full");
     const m = await consume(ctx, "mem");
-    assert.equal((await ctx.call("POST", `/ack/mem/${m.id}`)).status, 204);
+    assertEquals((await ctx.call("POST", `/ack/mem/${m.id}`)).status, 204);
     await publish(ctx, "mem", big());
     const q = (await ctx.call("GET", "/api/queues")).body;
     const held = Object.fromEntries(q.map((t: { name: string; held_bytes: number }) => [
       t.name,
       t.held_bytes,
     ]));
-    assert.deepEqual(held, {
+    assertEquals(held, {
       mem: 3 * (2 * MIB + MESSAGE_OVERHEAD_BYTES),
       other: 5 + MESSAGE_OVERHEAD_BYTES,
     });
     const stats = (await ctx.call("GET", "/api/stats")).body;
-    assert.equal(stats.memory.budget_bytes, 8 * MIB);
-    assert.equal(stats.memory.held_bytes, held.mem + held.other);
-    assert.equal(stats.topics.mem.held_bytes, held.mem);
+    assertEquals(stats.memory.budget_bytes, 8 * MIB);
+    assertEquals(stats.memory.held_bytes, held.mem + held.other);
+    assertEquals(stats.topics.mem.held_bytes, held.mem);
     const metrics = (await ctx.call("GET", "/metrics")).text;
-    assert.match(metrics, /ferry_memory_budget_bytes 8388608/);
-    assert.match(metrics, new RegExp(`ferry_memory_held_bytes\\{topic="mem"\\} ${held.mem}`));
-    assert.match(metrics, /ferry_messages_rejected_total\{topic="mem",reason="memory_full"\} 1/);
-    assert.match(metrics, /ferry_messages_rejected_total\{topic="other",reason="memory_full"\} 1/);
+    assertMatch(metrics, /ferry_memory_budget_bytes 8388608/);
+    assertMatch(metrics, new RegExp(`ferry_memory_held_bytes\\{topic="mem"\\} ${held.mem}`));
+    assertMatch(metrics, /ferry_messages_rejected_total\{topic="mem",reason="memory_full"\} 1/);
+    assertMatch(metrics, /ferry_messages_rejected_total\{topic="other",reason="memory_full"\} 1/);
   });
 });
 
@@ -55,8 +56,8 @@ Deno.test("a full broker refuses a publish from its Content-Length, before readi
       ctx.url,
       `POST /publish/early HTTP/1.1\r\nHost: x\r\nContent-Length: ${2 * MIB}\r\n\r\n`,
     );
-    assert.equal(res.status, 429, res.body);
-    assert.equal(JSON.parse(res.body).code, "memory_full");
+    assertEquals(res.status, 429, res.body);
+    assertEquals(JSON.parse(res.body).code, "memory_full");
   });
 });
 
@@ -65,11 +66,11 @@ Deno.test("purge and delete give their topic's bytes back to the budget", async 
     await publish(ctx, "p", big());
     await publish(ctx, "d", big());
     assertProblem(await ctx.call("POST", "/publish/p", { body: big() }), 429, "memory_full");
-    assert.equal((await ctx.call("DELETE", "/api/queues/purge?queue=p")).status, 200);
+    assertEquals((await ctx.call("DELETE", "/api/queues/purge?queue=p")).status, 200);
     await publish(ctx, "p", big());
-    assert.equal((await ctx.call("DELETE", "/api/queues/delete?queue=d")).status, 200);
+    assertEquals((await ctx.call("DELETE", "/api/queues/delete?queue=d")).status, 200);
     await publish(ctx, "p", big());
-    assert.equal(ctx.broker.memory.held, 2 * (2 * MIB + MESSAGE_OVERHEAD_BYTES));
+    assertEquals(ctx.broker.memory.held, 2 * (2 * MIB + MESSAGE_OVERHEAD_BYTES));
   });
 });
 
@@ -80,8 +81,8 @@ Deno.test("a topic's max_bytes caps it: reject refuses, drop-oldest drops the ol
       const res = await ctx.call("POST", "/api/topics", {
         json: { name, policy, max_bytes: cap },
       });
-      assert.equal(res.status, 201, res.text);
-      assert.equal(res.body.max_bytes, cap);
+      assertEquals(res.status, 201, res.text);
+      assertEquals(res.body.max_bytes, cap);
     }
     for (let i = 0; i < 2; i++) {
       await publish(ctx, "capped", big());
@@ -89,17 +90,17 @@ Deno.test("a topic's max_bytes caps it: reject refuses, drop-oldest drops the ol
     }
     const full = await ctx.call("POST", "/publish/capped", { body: big() });
     assertProblem(full, 429, "queue_full");
-    assert.match(full.body.detail, /max_bytes/);
+    assertMatch(full.body.detail, /max_bytes/);
     const first = await consume(ctx, "rolling", "peek=true");
     await publish(ctx, "rolling", big());
     const kept = await consume(ctx, "rolling", "peek=true&limit=10");
-    assert.equal(kept.length, 2, "the oldest was dropped to make room");
-    assert.ok(!kept.some((m: { id: string }) => m.id === first.id));
+    assertEquals(kept.length, 2, "the oldest was dropped to make room");
+    assert(!kept.some((m: { id: string }) => m.id === first.id));
     // One message larger than max_bytes fits under no policy.
     const small = await ctx.call("POST", "/api/topics", {
       json: { name: "tiny", policy: "drop-oldest", max_bytes: MIB },
     });
-    assert.equal(small.status, 201, small.text);
+    assertEquals(small.status, 201, small.text);
     assertProblem(await ctx.call("POST", "/publish/tiny", { body: big() }), 429, "queue_full");
     for (const bad of [0, -1, "lots", 1.5]) {
       const res = await ctx.call("POST", "/api/topics", { json: { name: "bad", max_bytes: bad } });
@@ -111,12 +112,12 @@ Deno.test("a topic's max_bytes caps it: reject refuses, drop-oldest drops the ol
 Deno.test("a redrive moves only what fits the target's max_bytes; the rest stays dead-lettered", async () => {
   await withBroker({}, async (ctx) => {
     const res = await ctx.call("POST", "/api/topics", { json: { name: "rb", max_bytes: 5 * MIB } });
-    assert.equal(res.status, 201, res.text);
+    assertEquals(res.status, 201, res.text);
     for (let i = 0; i < 3; i++) await publish(ctx, "rb.dlq", big());
     const moved = await ctx.call("POST", "/api/queues/redrive?queue=rb");
-    assert.equal(moved.body.moved, 2, moved.text);
+    assertEquals(moved.body.moved, 2, moved.text);
     const left = await consume(ctx, "rb.dlq", "peek=true&limit=10");
-    assert.equal(left.length, 1);
+    assertEquals(left.length, 1);
   });
 });
 
@@ -124,11 +125,15 @@ Deno.test("payloads of BROKER_DISK_PAYLOAD_MIN or more hold only their overhead 
   await withBroker({ maxMemoryBytes: 8 * MIB, diskPayloadMinBytes: 64 * 1024 }, async (ctx) => {
     for (let i = 0; i < 20; i++) await publish(ctx, "disk", big()); // 40 MiB, budget 8 MiB
     await publish(ctx, "disk", "small");
-    assert.equal(ctx.broker.memory.held, 21 * MESSAGE_OVERHEAD_BYTES + 5);
+    assertEquals(ctx.broker.memory.held, 21 * MESSAGE_OVERHEAD_BYTES + 5);
     const q = (await ctx.call("GET", "/api/queues")).body[0];
-    assert.equal(q.held_bytes, ctx.broker.memory.held);
+    assertEquals(q.held_bytes, ctx.broker.memory.held);
     const m = await consume(ctx, "disk");
-    assert.equal(m.payload.length, Math.ceil(2 * MIB / 3) * 4, "read back from the WAL file");
+    assertEquals(
+      m.payload.length,
+      Math.ceil(2 * MIB / 3) * 4,
+      "read back from the WAL file",
+    );
   });
 });
 
@@ -142,13 +147,13 @@ Deno.test("idempotency keys count against the budget for their window, then give
       });
       if (res.status === 429) refused++;
       else {
-        assert.equal(res.status, 201, res.text);
+        assertEquals(res.status, 201, res.text);
         await consume(ctx, "keys", "auto_ack=true"); // the message itself is gone at once
       }
     }
-    assert.equal(refused, 1, "the keys alone filled the budget");
+    assertEquals(refused, 1, "the keys alone filled the budget");
     await ctx.tick(5 * 60_000 + 1); // the window ends
-    assert.equal(ctx.broker.memory.held, 0);
+    assertEquals(ctx.broker.memory.held, 0);
     await publish(ctx, "keys", "room again");
   });
 });
@@ -172,7 +177,7 @@ Deno.test("bodies being read count against the budget until they are read or aba
       full = await ctx.call("POST", "/publish/other", { body: big() });
       if (full.status === 429) break;
       const m = await consume(ctx, "other", "auto_ack=true"); // keep nothing but the reservations
-      assert.ok(m.id);
+      assert(m.id);
     }
     assertProblem(full!, 429, "memory_full");
     for (const c of slow) c.close();
@@ -181,6 +186,6 @@ Deno.test("bodies being read count against the budget until they are read or aba
       await new Promise((r) => setTimeout(r, 5));
     }
     await publish(ctx, "other", big());
-    assert.equal(ctx.broker.memory.held, 2 * MIB + MESSAGE_OVERHEAD_BYTES);
+    assertEquals(ctx.broker.memory.held, 2 * MIB + MESSAGE_OVERHEAD_BYTES);
   });
 });

@@ -3,24 +3,21 @@
  * priority, idempotency, X-MQ-* headers, broadcast and the queue cap.
  */
 
-import assert from "node:assert/strict";
-import { startBroker } from "../_support/server.ts";
+import { assert, assertEquals, assertMatch, assertNotEquals } from "../_support/assert.ts";
 import {
   assertEmpty,
   assertProblem,
-  bind,
-  Clock,
   consume,
   fromBase64,
+  ISO_UTC,
   type Json,
   publish,
   settle,
   textOf,
-  withBroker,
-} from "./_http.ts";
+  UUID_V7,
+} from "../_support/http.ts";
+import { bind, Clock, startBroker, withBroker } from "../_support/server.ts";
 
-const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
-const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 const MB2 = 2 * 1024 * 1024;
 
 /** Milliseconds encoded in the first 48 bits of a UUIDv7. */
@@ -31,16 +28,16 @@ function uuidMs(id: string): number {
 Deno.test("POST /publish answers 201 {id,topic,timestamp,priority,deduplicated:false}", async () => {
   await withBroker({}, async (ctx) => {
     const res = await ctx.call("POST", "/publish/orders", { body: "hello" });
-    assert.equal(res.status, 201, res.text);
-    assert.match(res.headers.get("content-type") ?? "", /^application\/json/);
+    assertEquals(res.status, 201, res.text);
+    assertMatch(res.headers.get("content-type") ?? "", /^application\/json/);
     const b = res.body;
-    assert.equal(b.topic, "orders");
-    assert.match(b.id, UUID_V7);
-    assert.match(b.timestamp, ISO_UTC);
-    assert.equal(b.priority, "normal");
-    assert.equal(b.deduplicated, false);
-    assert.equal("visible_at" in b, false, "no visible_at without delay");
-    assert.equal("expires_at" in b, false, "no expires_at without ttl");
+    assertEquals(b.topic, "orders");
+    assertMatch(b.id, UUID_V7);
+    assertMatch(b.timestamp, ISO_UTC);
+    assertEquals(b.priority, "normal");
+    assertEquals(b.deduplicated, false);
+    assertEquals("visible_at" in b, false, "no visible_at without delay");
+    assertEquals("expires_at" in b, false, "no expires_at without ttl");
   });
 });
 
@@ -49,13 +46,13 @@ Deno.test("POST /publish with delay and ttl adds visible_at and expires_at", asy
     const res = await ctx.call("POST", "/publish/orders?delay=5s&ttl=1m&priority=high", {
       body: "x",
     });
-    assert.equal(res.status, 201, res.text);
+    assertEquals(res.status, 201, res.text);
     const b = res.body;
-    assert.equal(b.priority, "high");
-    assert.match(b.visible_at, ISO_UTC);
-    assert.match(b.expires_at, ISO_UTC);
-    assert.equal(Date.parse(b.visible_at) - Date.parse(b.timestamp), 5_000);
-    assert.equal(Date.parse(b.expires_at) - Date.parse(b.timestamp), 60_000);
+    assertEquals(b.priority, "high");
+    assertMatch(b.visible_at, ISO_UTC);
+    assertMatch(b.expires_at, ISO_UTC);
+    assertEquals(Date.parse(b.visible_at) - Date.parse(b.timestamp), 5_000);
+    assertEquals(Date.parse(b.expires_at) - Date.parse(b.timestamp), 60_000);
   });
 });
 
@@ -66,12 +63,12 @@ Deno.test("POST /publish ids are UUIDv7 and ordered by publish time", async () =
       ctx.clock.advance(2);
       ids.push((await publish(ctx, "ids", `m${i}`)).id);
     }
-    for (const id of ids) assert.match(id, UUID_V7);
-    assert.deepEqual([...ids].sort(), ids, "ids sort in publish order");
+    for (const id of ids) assertMatch(id, UUID_V7);
+    assertEquals([...ids].sort(), ids, "ids sort in publish order");
     for (let i = 1; i < ids.length; i++) {
-      assert.ok(uuidMs(ids[i]!) >= uuidMs(ids[i - 1]!), "UUIDv7 time prefix never goes back");
+      assert(uuidMs(ids[i]!) >= uuidMs(ids[i - 1]!), "UUIDv7 time prefix never goes back");
     }
-    assert.equal(new Set(ids).size, ids.length);
+    assertEquals(new Set(ids).size, ids.length);
   });
 });
 
@@ -83,7 +80,7 @@ Deno.test("POST /publish round-trips raw bytes, including invalid UTF-8", async 
     bytes[1] = 0xfe;
     await publish(ctx, "bin", bytes, "", { "content-type": "application/octet-stream" });
     const msg = await consume(ctx, "bin");
-    assert.deepEqual(fromBase64(msg.payload), bytes);
+    assertEquals(fromBase64(msg.payload), bytes);
   });
 });
 
@@ -92,13 +89,13 @@ Deno.test("POST /publish of UTF-8 text gives payload_text equal to the text", as
     const text = "héllo wörld ✓ 日本 🚢";
     await publish(ctx, "txt", text);
     const msg = await consume(ctx, "txt");
-    assert.equal(msg.payload_text, text);
-    assert.equal(textOf(msg), text);
-    assert.equal(msg.topic, "txt");
-    assert.equal(msg.retry_count, 0);
-    assert.match(msg.timestamp, ISO_UTC);
-    assert.match(msg.id, UUID_V7);
-    assert.equal(msg.priority, "normal");
+    assertEquals(msg.payload_text, text);
+    assertEquals(textOf(msg), text);
+    assertEquals(msg.topic, "txt");
+    assertEquals(msg.retry_count, 0);
+    assertMatch(msg.timestamp, ISO_UTC);
+    assertMatch(msg.id, UUID_V7);
+    assertEquals(msg.priority, "normal");
   });
 });
 
@@ -107,7 +104,7 @@ Deno.test("POST /publish accepts exactly 2 MiB and refuses one byte more with 41
     const ok = new Uint8Array(MB2).fill(0x61);
     await publish(ctx, "big", ok);
     const msg = await consume(ctx, "big");
-    assert.equal(fromBase64(msg.payload).length, MB2);
+    assertEquals(fromBase64(msg.payload).length, MB2);
 
     const res = await ctx.call("POST", "/publish/big", { body: new Uint8Array(MB2 + 1) });
     assertProblem(res, 413, "payload_too_large");
@@ -144,11 +141,11 @@ Deno.test("POST /publish with an empty body is 400 empty_body", async () => {
 Deno.test("POST /publish creates the topic on first use", async () => {
   await withBroker({}, async (ctx) => {
     const before = await ctx.call("GET", "/api/queues");
-    assert.equal(before.status, 200);
-    assert.ok(!JSON.stringify(before.body).includes("fresh-topic"));
+    assertEquals(before.status, 200);
+    assert(!JSON.stringify(before.body).includes("fresh-topic"));
     await publish(ctx, "fresh-topic", "a");
     const after = await ctx.call("GET", "/api/queues");
-    assert.ok(JSON.stringify(after.body).includes('"fresh-topic"'), after.text);
+    assert(JSON.stringify(after.body).includes('"fresh-topic"'), after.text);
   });
 });
 
@@ -169,11 +166,11 @@ Deno.test("POST /publish?ttl drops the message once the ttl has passed", async (
     await publish(ctx, "ttl", "forever");
     await ctx.tick(9_000);
     const peeked = await consume(ctx, "ttl", "peek=true&limit=10");
-    assert.deepEqual(peeked.map(textOf), ["short", "forever"]);
-    assert.ok(peeked[0].expires_at, "a message with ttl carries expires_at");
+    assertEquals(peeked.map(textOf), ["short", "forever"]);
+    assert(peeked[0].expires_at, "a message with ttl carries expires_at");
     await ctx.tick(2_000);
     const left = await consume(ctx, "ttl", "limit=10");
-    assert.deepEqual(left.map(textOf), ["forever"]);
+    assertEquals(left.map(textOf), ["forever"]);
   });
 });
 
@@ -193,7 +190,7 @@ Deno.test("POST /publish?delay hides the message until the delay has passed", as
     await assertEmpty(ctx, "later");
     await ctx.tick(1_000);
     const msg = await consume(ctx, "later");
-    assert.equal(textOf(msg), "d");
+    assertEquals(textOf(msg), "d");
   });
 });
 
@@ -211,11 +208,11 @@ Deno.test("POST /publish?priority delivers high before normal before low, FIFO w
     ];
     for (const [p, text] of order) await publish(ctx, "prio", text!, p ? `priority=${p}` : "");
     const first = await consume(ctx, "prio");
-    assert.equal(textOf(first), "h1");
-    assert.equal(first.priority, "high");
+    assertEquals(textOf(first), "h1");
+    assertEquals(first.priority, "high");
     const rest = await consume(ctx, "prio", "limit=100");
-    assert.deepEqual(rest.map(textOf), ["h2", "h3", "n1", "n2", "n3", "l1", "l2"]);
-    assert.deepEqual(rest.map((m: Json) => m.priority), [
+    assertEquals(rest.map(textOf), ["h2", "h3", "n1", "n2", "n3", "l1", "l2"]);
+    assertEquals(rest.map((m: Json) => m.priority), [
       "high",
       "high",
       "normal",
@@ -234,17 +231,17 @@ Deno.test("POST /publish with a repeated Idempotency-Key answers 200 with the fi
       body: "two",
       headers: { "idempotency-key": "k-1" },
     });
-    assert.equal(again.status, 200, again.text);
-    assert.equal(again.body.id, first.id);
-    assert.equal(again.body.topic, "idem");
-    assert.equal(again.body.deduplicated, true);
-    assert.ok(again.body.timestamp && again.body.priority);
+    assertEquals(again.status, 200, again.text);
+    assertEquals(again.body.id, first.id);
+    assertEquals(again.body.topic, "idem");
+    assertEquals(again.body.deduplicated, true);
+    assert(again.body.timestamp && again.body.priority);
     const all = await consume(ctx, "idem", "limit=10");
-    assert.deepEqual(all.map(textOf), ["one"], "the duplicate is discarded");
+    assertEquals(all.map(textOf), ["one"], "the duplicate is discarded");
     // Keys are per topic.
     const other = await publish(ctx, "idem-other", "two", "", { "idempotency-key": "k-1" });
-    assert.notEqual(other.id, first.id);
-    assert.equal(other.deduplicated, false);
+    assertNotEquals(other.id, first.id);
+    assertEquals(other.deduplicated, false);
   });
 });
 
@@ -257,15 +254,15 @@ Deno.test("POST /publish idempotency keys expire after 5 minutes", async () => {
       body: "a",
       headers: { "idempotency-key": "key-a" },
     });
-    assert.equal(dup.status, 200, dup.text);
-    assert.equal(dup.body.id, a.id);
+    assertEquals(dup.status, 200, dup.text);
+    assertEquals(dup.body.id, a.id);
     await ctx.tick(2_000); // 5 min + 1 s after key-b was first seen
     const fresh = await ctx.call("POST", "/publish/idem", {
       body: "b",
       headers: { "idempotency-key": "key-b" },
     });
-    assert.equal(fresh.status, 201, fresh.text);
-    assert.equal(fresh.body.deduplicated, false);
+    assertEquals(fresh.status, 201, fresh.text);
+    assertEquals(fresh.body.deduplicated, false);
   });
 });
 
@@ -273,13 +270,13 @@ Deno.test("POST /publish?idempotency=auto dedupes on the payload bytes", async (
   await withBroker({}, async (ctx) => {
     const first = await publish(ctx, "auto", "same", "idempotency=auto");
     const again = await ctx.call("POST", "/publish/auto?idempotency=auto", { body: "same" });
-    assert.equal(again.status, 200, again.text);
-    assert.equal(again.body.id, first.id);
-    assert.equal(again.body.deduplicated, true);
+    assertEquals(again.status, 200, again.text);
+    assertEquals(again.body.id, first.id);
+    assertEquals(again.body.deduplicated, true);
     const diff = await publish(ctx, "auto", "different", "idempotency=auto");
-    assert.notEqual(diff.id, first.id);
+    assertNotEquals(diff.id, first.id);
     const all = await consume(ctx, "auto", "limit=10");
-    assert.deepEqual(all.map(textOf), ["same", "different"]);
+    assertEquals(all.map(textOf), ["same", "different"]);
   });
 });
 
@@ -301,12 +298,12 @@ Deno.test("POST /publish idempotency keys and messages survive a restart", async
       body: "again",
       headers: { "idempotency-key": "restart-key" },
     });
-    assert.equal(dup.status, 200, dup.text);
-    assert.equal(dup.body.id, orig.id);
-    assert.equal(dup.body.deduplicated, true);
+    assertEquals(dup.status, 200, dup.text);
+    assertEquals(dup.body.id, orig.id);
+    assertEquals(dup.body.deduplicated, true);
     const all = await consume(ctx2, "durable", "limit=10");
-    assert.deepEqual(all.map(textOf), ["kept"]);
-    assert.equal(all[0].id, orig.id);
+    assertEquals(all.map(textOf), ["kept"]);
+    assertEquals(all[0].id, orig.id);
   } finally {
     if (firstOpen) await first.close({ keepData: true });
     if (second) await second.close();
@@ -323,7 +320,7 @@ Deno.test("POST /publish stores X-MQ-* headers, returned lower-cased in `headers
       "content-type": "text/plain",
     });
     const msg = await consume(ctx, "hdr");
-    assert.deepEqual(msg.headers, { "x-mq-trace-id": "abc-123", "x-mq-tenant": "acme" });
+    assertEquals(msg.headers, { "x-mq-trace-id": "abc-123", "x-mq-tenant": "acme" });
   });
 });
 
@@ -333,17 +330,17 @@ Deno.test("POST /publish?broadcast=true reaches every parked consumer and is nev
     const c2 = ctx.start("GET", "/consume/news?timeout=5s");
     await settle(ctx.url);
     const res = await ctx.call("POST", "/publish/news?broadcast=true", { body: "flash" });
-    assert.equal(res.status, 200, res.text);
-    assert.deepEqual(res.body, { broadcast: true, delivered_to: 2 });
+    assertEquals(res.status, 200, res.text);
+    assertEquals(res.body, { broadcast: true, delivered_to: 2 });
     for (const r of await Promise.all([c1, c2])) {
-      assert.equal(r.status, 200, r.text);
-      assert.equal(textOf(r.body), "flash");
+      assertEquals(r.status, 200, r.text);
+      assertEquals(textOf(r.body), "flash");
     }
     await assertEmpty(ctx, "news");
 
     const none = await ctx.call("POST", "/publish/news?broadcast=true", { body: "nobody" });
-    assert.equal(none.status, 200, none.text);
-    assert.deepEqual(none.body, { broadcast: true, delivered_to: 0 });
+    assertEquals(none.status, 200, none.text);
+    assertEquals(none.body, { broadcast: true, delivered_to: 0 });
     await assertEmpty(ctx, "news");
   });
 });
@@ -359,7 +356,7 @@ Deno.test("POST /publish?broadcast=true leaves nothing behind across a restart",
     await publish(ctx1, "bc", "stored"); // the topic exists on disk
     await consume(ctx1, "bc", "auto_ack=true");
     const res = await ctx1.call("POST", "/publish/bc?broadcast=true", { body: "ephemeral" });
-    assert.equal(res.status, 200, res.text);
+    assertEquals(res.status, 200, res.text);
     firstOpen = false;
     await first.close({ keepData: true });
     second = await startBroker({ dataDir }, { clock: clock.fn });
@@ -376,9 +373,9 @@ Deno.test("POST /publish past maxQueue with policy reject is 429 queue_full with
     for (let i = 0; i < 3; i++) await publish(ctx, "full", `m${i}`);
     const res = await ctx.call("POST", "/publish/full", { body: "m3" });
     assertProblem(res, 429, "queue_full");
-    assert.match(res.headers.get("retry-after") ?? "", /^\d+$/);
+    assertMatch(res.headers.get("retry-after") ?? "", /^\d+$/);
     const all = await consume(ctx, "full", "limit=10&auto_ack=true");
-    assert.deepEqual(all.map(textOf), ["m0", "m1", "m2"]);
+    assertEquals(all.map(textOf), ["m0", "m1", "m2"]);
     await publish(ctx, "full", "m4"); // room again once drained
   });
 });
@@ -388,24 +385,24 @@ Deno.test("POST /publish past maxQueue with policy drop-oldest drops the oldest"
     const t = await ctx.call("POST", "/api/topics", {
       json: { name: "drop", policy: "drop-oldest" },
     });
-    assert.equal(t.status, 201, t.text);
-    assert.equal(t.body.policy, "drop-oldest");
+    assertEquals(t.status, 201, t.text);
+    assertEquals(t.body.policy, "drop-oldest");
     for (let i = 0; i < 5; i++) await publish(ctx, "drop", `m${i}`);
     const all = await consume(ctx, "drop", "limit=10");
-    assert.deepEqual(all.map(textOf), ["m2", "m3", "m4"]);
+    assertEquals(all.map(textOf), ["m2", "m3", "m4"]);
   });
 });
 
 Deno.test("POST /publish to a topic with retain gets that ttl", async () => {
   await withBroker({}, async (ctx) => {
     const t = await ctx.call("POST", "/api/topics", { json: { name: "kept", retain: "10s" } });
-    assert.equal(t.status, 201, t.text);
-    assert.equal(t.body.retain, "10s");
+    assertEquals(t.status, 201, t.text);
+    assertEquals(t.body.retain, "10s");
     const p = await publish(ctx, "kept", "r");
-    assert.equal(Date.parse(p.expires_at) - Date.parse(p.timestamp), 10_000);
+    assertEquals(Date.parse(p.expires_at) - Date.parse(p.timestamp), 10_000);
     await ctx.tick(9_000);
     const peeked = await consume(ctx, "kept", "peek=true");
-    assert.equal(textOf(peeked), "r");
+    assertEquals(textOf(peeked), "r");
     await ctx.tick(2_000);
     await assertEmpty(ctx, "kept");
   });
