@@ -7,7 +7,7 @@ import { type ApiKey, KeyRing, parseKeyFile, parseKeyList } from "./lib/auth.ts"
 import { Broker, type OpenOptions } from "./lib/broker.ts";
 import { type Config, ConfigError } from "./lib/config.ts";
 import type { Logger } from "./lib/log.ts";
-import { Metrics } from "./lib/metrics.ts";
+import { Metrics } from "./routes/metrics.ts";
 import type { AppOptions } from "./routes/app.ts";
 import { authHook } from "./routes/auth.ts";
 import { metricsHook } from "./routes/ops.ts";
@@ -57,7 +57,12 @@ export async function openRuntime(
 
 /** The handler's hooks for this configuration: API keys, metrics, the access log. */
 export function appOptions(config: Config, log: Logger, rt: Runtime): AppOptions {
-  const opts: AppOptions = { log, before: [], after: [metricsHook(rt.metrics)] };
+  const opts: AppOptions = {
+    log,
+    metrics: rt.metrics,
+    before: [],
+    after: [metricsHook(rt.metrics)],
+  };
   if (authEnabled(config)) opts.before!.push(authHook(rt.keys));
   if (config.accessLog) {
     opts.after!.push((req, route, res, seconds, requestId) => {

@@ -8,6 +8,7 @@ import { BrokerError } from "../lib/errors.ts";
 import type { Logger } from "../lib/log.ts";
 import { cancelStalledReads } from "./body.ts";
 import { problem, Query } from "./http.ts";
+import { Metrics } from "./metrics.ts";
 import { type AfterHook, type BeforeHook, type Ctx, type Route, Router } from "./router.ts";
 import { publishRoutes } from "./publish.ts";
 import { consumeRoutes } from "./consume.ts";
@@ -27,6 +28,8 @@ export const ROUTES: Route[] = [
 ];
 
 export interface AppOptions {
+  /** The broker's metrics (default: a registry of this handler's own, without process metrics). */
+  metrics?: Metrics;
   before?: BeforeHook[];
   after?: AfterHook[];
   log?: Logger;
@@ -42,6 +45,7 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
   const before = opts.before ?? [];
   const after = opts.after ?? [];
   const log = opts.log ?? broker.log;
+  const metrics = opts.metrics ?? new Metrics({ process: false }).attach(broker);
   let counter = 0;
   let inFlight = 0;
   let stallCheckAt = 0;
@@ -83,6 +87,7 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
         route = m.route;
         const ctx: Ctx = {
           broker,
+          metrics,
           params: m.params,
           query: new Query(target.search),
           requestId,

@@ -1,6 +1,6 @@
 /** What operators read: GET /metrics, GET /api/stats, GET /api/cluster/status. */
 
-import { Metrics, UNMATCHED } from "../lib/metrics.ts";
+import { type Metrics, UNMATCHED } from "./metrics.ts";
 import { json } from "./http.ts";
 import type { AfterHook, Ctx, Route } from "./router.ts";
 import { statsJson } from "./wire.ts";
@@ -28,8 +28,7 @@ function hostOf(req: Request): string | null {
 }
 const HOST = /^[A-Za-z0-9.\-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
 
-async function metrics(_req: Request, { broker }: Ctx): Promise<Response> {
-  const m = Metrics.of(broker);
+async function metrics(_req: Request, { metrics: m }: Ctx): Promise<Response> {
   return new Response(await m.render(), { headers: { "content-type": m.contentType } });
 }
 

@@ -7,6 +7,7 @@
 import { BrokerError } from "../lib/errors.ts";
 import type { Broker } from "../lib/broker.ts";
 import type { Query } from "./http.ts";
+import type { Metrics } from "./metrics.ts";
 
 /** Which API-key scope a route needs; `public` needs none. */
 export type Scope = "publish" | "consume" | "admin" | "public";
@@ -14,6 +15,8 @@ export type Scope = "publish" | "consume" | "admin" | "public";
 /** What a handler receives besides the request. */
 export interface Ctx {
   broker: Broker;
+  /** The metrics /metrics renders and the hooks feed. */
+  metrics: Metrics;
   params: Record<string, string>;
   query: Query;
   requestId: string;

@@ -10,7 +10,7 @@ import { Counter, Histogram, Registry } from "prom-client";
 import { KeyRing, parseKeyList } from "../../lib/auth.ts";
 import { Broker } from "../../lib/broker.ts";
 import { defaultConfig } from "../../lib/config.ts";
-import { HTTP_BUCKETS_S, Metrics } from "../../lib/metrics.ts";
+import { HTTP_BUCKETS_S, Metrics } from "../../routes/metrics.ts";
 import { silentLogger } from "../../lib/log.ts";
 import { createHandler } from "../../routes/app.ts";
 import { appOptions, type Runtime } from "../../runtime.ts";

@@ -1,13 +1,14 @@
 /**
- * @module Prometheus metrics (prefix `ferry_`) on a prom-client Registry. Nothing here runs on
- * the publish path: message counters and queue gauges are read from the broker's own plain
- * counters when a scrape asks (prom-client `collect()`), and HTTP requests and fsyncs land in
- * plain bucket arrays that a scrape turns into histograms.
+ * Prometheus metrics (prefix `ferry_`) on a prom-client Registry, for GET /metrics. Nothing here
+ * runs on the publish path: message counters and queue gauges are read from the broker's stats
+ * projection (lib/stats.ts) once per scrape, and HTTP requests and fsyncs land in plain bucket
+ * arrays that a scrape turns into histograms. Handlers reach it through their Ctx.
  */
 
 import { collectDefaultMetrics, Counter, Gauge, type Metric, Registry } from "prom-client";
-import type { Broker } from "./broker.ts";
-import type { TopicCounters } from "./topic.ts";
+import type { Broker } from "../lib/broker.ts";
+import type { TopicFigures } from "../lib/stats.ts";
+import type { TopicCounters } from "../lib/topic.ts";
 
 /** Upper bounds, in seconds, of ferry_http_request_duration_seconds; long-polls reach 30 s. */
 export const HTTP_BUCKETS_S = [
@@ -82,8 +83,6 @@ const MESSAGE_COUNTERS: [keyof TopicCounters, string, string][] = [
   ["expired", "expired", "Messages dropped by their TTL"],
 ];
 
-const attached = new WeakMap<Broker, Metrics>();
-
 /** The broker's metrics registry, and the plain aggregates the HTTP layer and WAL feed. */
 export class Metrics {
   readonly registry = new Registry();
@@ -91,16 +90,13 @@ export class Metrics {
   readonly fsync = new Buckets(FSYNC_BUCKETS_S);
   readonly #routes = new Map<string, RouteStats>();
   #broker: Broker | undefined;
-
-  /** The metrics attached to a broker, created (without process metrics) on first use. */
-  static of(broker: Broker): Metrics {
-    return attached.get(broker) ?? new Metrics({ process: false }).attach(broker);
-  }
+  /** The stats projection of the scrape under way, taken once in render(). */
+  #figures: TopicFigures[] = [];
 
   /** `process: true` adds prom-client's process metrics (CPU, memory, file descriptors). */
   constructor(opts: { process?: boolean } = {}) {
     const registers = [this.registry];
-    const topics = () => this.#broker?.listTopics() ?? [];
+    const topics = () => this.#figures;
 
     for (const [field, name, help] of MESSAGE_COUNTERS) {
       new Counter({
@@ -121,7 +117,7 @@ export class Metrics {
       registers,
       collect() {
         this.reset();
-        for (const t of topics()) this.set({ topic: t.name }, t.defaultGroup.readyCount);
+        for (const t of topics()) this.set({ topic: t.name }, t.ready);
       },
     });
     new Gauge({
@@ -132,9 +128,7 @@ export class Metrics {
       collect() {
         this.reset();
         for (const t of topics()) {
-          for (const g of t.groups.values()) {
-            this.set({ topic: t.name, group: g.name }, g.inFlightCount);
-          }
+          for (const g of t.groups) this.set({ topic: t.name, group: g.name }, g.inFlight);
         }
       },
     });
@@ -146,13 +140,8 @@ export class Metrics {
       registers,
       collect() {
         this.reset();
-        const b = broker();
-        if (!b) return;
-        const now = b.now();
-        for (const f of b.stats.figures(now)) {
-          for (const g of f.groups) {
-            this.set({ topic: f.name, group: g.name }, g.oldestAgeSeconds);
-          }
+        for (const t of topics()) {
+          for (const g of t.groups) this.set({ topic: t.name, group: g.name }, g.oldestAgeSeconds);
         }
       },
     });
@@ -236,7 +225,6 @@ export class Metrics {
   /** Makes this the broker's metrics and the source of the per-topic series. */
   attach(broker: Broker): this {
     this.#broker = broker;
-    attached.set(broker, this);
     return this;
   }
 
@@ -254,8 +242,14 @@ export class Metrics {
   readonly observeFsync = (seconds: number): void => this.fsync.observe(seconds);
 
   /** The Prometheus text exposition of every metric. */
-  render(): Promise<string> {
-    return this.registry.metrics();
+  async render(): Promise<string> {
+    const b = this.#broker;
+    this.#figures = b ? b.stats.figures(b.now()) : [];
+    try {
+      return await this.registry.metrics();
+    } finally {
+      this.#figures = [];
+    }
   }
 
   /**
@@ -306,4 +300,14 @@ function addProcessMetrics(registry: Registry): void {
       registry.removeSingleMetric(m.name);
     }
   }
+  // prom-client reads RSS from /proc/self, which the start task's permissions do not open.
+  registry.removeSingleMetric("process_resident_memory_bytes");
+  new Gauge({
+    name: "process_resident_memory_bytes",
+    help: "Resident memory size in bytes",
+    registers: [registry],
+    collect() {
+      this.set(Deno.memoryUsage().rss);
+    },
+  });
 }
