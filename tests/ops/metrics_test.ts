@@ -4,6 +4,7 @@
  */
 
 import { assert, assertEquals } from "../_support/assert.ts";
+import { spawnBroker } from "../_support/child.ts";
 import { call } from "../_support/http.ts";
 import { parseMetrics, type Sample, valueOf } from "../_support/metrics.ts";
 import { busyState, startBroker, withBroker } from "../_support/server.ts";
@@ -201,4 +202,18 @@ Deno.test({
       }
     }
   },
+});
+
+Deno.test("GET /metrics reports resident memory under the start task's permissions", async () => {
+  const dataDir = await Deno.makeTempDir({ prefix: "ferry-metrics-" });
+  const child = await spawnBroker({ dataDir });
+  try {
+    const { text } = await call(child, "GET", "/metrics");
+    const rss = valueOf(parseMetrics(text), "process_resident_memory_bytes")!;
+    assert(rss > 10 * 1024 * 1024, `RSS ${rss} from Deno.memoryUsage(), not /proc`);
+  } finally {
+    child.kill("SIGKILL");
+    await child.exited;
+    await Deno.remove(dataDir, { recursive: true });
+  }
 });
