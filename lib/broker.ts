@@ -1,12 +1,13 @@
 /**
- * @module The facade routes call: the topic registry and its limit, the request gate, open and
- * close. Each verb checks the gate and hands over to the module that owns it: publish.ts,
- * deliveries.ts, dead_letter.ts, consumers.ts, scheduler.ts, compactor.ts, recovery.ts,
- * stats.ts. Every operation decides and mutates synchronously, then awaits only the WAL.
+ * @module The facade routes call: the request gate, open and close, and the topics (registry.ts).
+ * Each verb checks the gate and hands over to the module that owns it: publish.ts,
+ * deliveries.ts, groups.ts, dead_letter.ts, consumers.ts, scheduler.ts, compactor.ts,
+ * recovery.ts, stats.ts, subscribers.ts. Every operation decides and mutates synchronously,
+ * then awaits only the WAL.
  */
 
 import { Compactor } from "./compactor.ts";
-import { type Config, DLQ_SUFFIX, VERSION } from "./config.ts";
+import { type Config, VERSION } from "./config.ts";
 import { Consumers } from "./consumers.ts";
 import type { BrokerContext, EffectiveSettings } from "./context.ts";
 import * as deliveries from "./deliveries.ts";
@@ -23,8 +24,9 @@ import { recover, type RecoveryReport } from "./recovery.ts";
 import { Scheduler, TICK_MS } from "./scheduler.ts";
 import { Stats } from "./stats.ts";
 import { Subscribers } from "./subscribers.ts";
-import { Topic, type TopicOptions, topicSettings } from "./topic.ts";
-import { defaultOpenWal, type OpenWal, type Wal, type WalInit } from "./wal.ts";
+import { Registry } from "./registry.ts";
+import type { Topic, TopicOptions } from "./topic.ts";
+import { defaultOpenWal, type OpenWal } from "./wal.ts";
 import { RecordType } from "./wal_record.ts";
 
 export type { ConsumeOptions, Handed, Requeued } from "./deliveries.ts";
@@ -43,7 +45,7 @@ export interface OpenOptions {
 
 /** The broker: a registry of topics and the operations on them. */
 export class Broker implements BrokerContext {
-  readonly #topics = new Map<string, Topic>();
+  readonly #topics: Registry;
   readonly startedAt: number;
   readonly now: () => number;
   readonly log: Logger;
@@ -54,9 +56,7 @@ export class Broker implements BrokerContext {
   readonly #compactor: Compactor;
   /** The durable feed: subscribers, resume rings, taps. */
   readonly feed: Subscribers;
-  readonly #openWalWith: OpenWal;
   draining = false;
-  #deleting = new Map<string, Promise<void>>();
   #ticker: ReturnType<typeof setInterval> | undefined;
   #closed = false;
   /** Stable id of this node, kept in the data dir (a new one per process with `:memory:`). */
@@ -69,10 +69,14 @@ export class Broker implements BrokerContext {
     this.log = opts.log ?? silentLogger;
     this.startedAt = this.now();
     this.memory = new MemoryBudget(config.maxMemoryBytes);
-    this.#openWalWith = opts.openWal ?? defaultOpenWal(config, this.log, opts.onFsync);
-    this.feed = new Subscribers(config.streamBuffer, (n) => this.#topics.get(n), this.log);
+    const openWal = opts.openWal ?? defaultOpenWal(config, this.log, opts.onFsync);
+    // Every WAL's durable records feed the subscribers.
+    const feedWal: OpenWal = (name, init) =>
+      openWal(name, { ...init, onDurable: (records) => this.feed.durable(name, records) });
+    this.#topics = new Registry(config, this.memory, this.now, feedWal);
+    this.feed = new Subscribers(config.streamBuffer, (n) => this.#topics.find(n), this.log);
     this.consumers = new Consumers(deliveries.take);
-    this.stats = new Stats(() => this.#topics.values(), (n) => this.#topics.get(n));
+    this.stats = new Stats(() => this.#topics.values(), (n) => this.#topics.find(n));
     this.#compactor = new Compactor(config, this.log, this.now);
     this.scheduler = new Scheduler(
       this,
@@ -91,10 +95,10 @@ export class Broker implements BrokerContext {
         now: b.now(),
         log: b.log,
         memory: b.memory,
-        diskPayloadMin: b.#diskPayloadMin,
-        openWal: (name, size, replayed) => b.#openWal(name, { size, replayed }),
+        diskPayloadMin: b.#topics.diskPayloadMin,
+        openWal: (name, size, replayed) => b.#topics.openWal(name, { size, replayed }),
       });
-      for (const t of topics) b.#topics.set(t.name, t);
+      for (const t of topics) b.#topics.add(t);
       b.recovery = report;
     }
     b.nodeId = await loadNodeId(config.dataDir);
@@ -114,59 +118,16 @@ export class Broker implements BrokerContext {
   // ---- topics and groups -------------------------------------------------------------------
 
   findTopic(name: string): Topic | undefined {
-    return this.#topics.get(name);
+    return this.#topics.find(name);
   }
 
   getTopic(name: string): Topic {
-    return this.#topics.get(name) ?? this.#create(name, {});
+    return this.#topics.get(name);
   }
 
   /** Every topic, by name. */
   listTopics(): Topic[] {
     return [...this.#topics.values()].sort((a, b) => a.name < b.name ? -1 : 1);
-  }
-
-  /**
-   * Every topic counts toward BROKER_MAX_TOPICS except the dead-letter queue of a topic that
-   * exists: dead-lettering must always be able to create it, and it never outnumbers its topics.
-   */
-  #countsTowardLimit(name: string): boolean {
-    return !(name.endsWith(DLQ_SUFFIX) && this.#topics.has(name.slice(0, -DLQ_SUFFIX.length)));
-  }
-
-  #create(name: string, opts: TopicOptions): Topic {
-    checkName(name, "topic");
-    if (this.#countsTowardLimit(name)) {
-      let n = 0;
-      for (const t of this.#topics.keys()) if (this.#countsTowardLimit(t)) n++;
-      if (n >= this.config.maxTopics) {
-        throw new BrokerError(
-          "topic_limit_reached",
-          `Cannot create topic "${name}": the broker holds ${n} topics (BROKER_MAX_TOPICS=${this.config.maxTopics})`,
-        );
-      }
-    }
-    const now = this.now();
-    const settings = topicSettings(opts, now);
-    const wal = this.#openWal(name, { size: 0, after: this.#deleting.get(name) });
-    const topic = new Topic(name, settings, wal, this.memory, this.#diskPayloadMin);
-    this.#topics.set(name, topic);
-    topic.commit({ type: RecordType.Meta, seq: topic.nextSeq(), ...settings }, now)
-      .catch(() => {}); // a failed write marks the WAL failed; later writes report it
-    return topic;
-  }
-
-  /** A topic's WAL, whose durable records feed the subscribers. */
-  #openWal(name: string, init: WalInit): Wal {
-    return this.#openWalWith(name, {
-      ...init,
-      onDurable: (records) => this.feed.durable(name, records),
-    });
-  }
-
-  /** Payloads this large or larger stay in the WAL file; with no file, every one in memory. */
-  get #diskPayloadMin(): number {
-    return this.config.dataDir === ":memory:" ? Infinity : this.config.diskPayloadMinBytes;
   }
 
   /** Creates a topic in advance; 409 when it exists. */
@@ -176,7 +137,7 @@ export class Broker implements BrokerContext {
     if (this.#topics.has(name)) {
       throw new BrokerError("already_exists", `Cannot create topic "${name}": it already exists`);
     }
-    const topic = this.#create(name, opts);
+    const topic = this.#topics.create(name, opts);
     return topic.wal.barrier().then(() => topic);
   }
 
@@ -206,7 +167,7 @@ export class Broker implements BrokerContext {
   async purge(name: string): Promise<number> {
     this.#gate();
     checkName(name, "queue");
-    const topic = this.#topics.get(name);
+    const topic = this.#topics.find(name);
     if (!topic) throw new BrokerError("not_found", `Cannot purge "${name}": no such queue`);
     const purged = topic.messages.size;
     const now = this.now();
@@ -220,20 +181,14 @@ export class Broker implements BrokerContext {
   async deleteTopic(name: string): Promise<void> {
     this.#gate();
     checkName(name, "queue");
-    const topic = this.#topics.get(name);
+    const topic = this.#topics.find(name);
     if (!topic) throw new BrokerError("not_found", `Cannot delete "${name}": no such queue`);
-    this.#topics.delete(name);
     topic.releaseMemory();
     this.stats.retire(topic);
     this.#compactor.forget(topic);
     this.consumers.release(topic);
     this.feed.forget(name);
-    const gone = topic.wal.remove();
-    const guard = gone.catch(() => {}).finally(() => {
-      if (this.#deleting.get(name) === guard) this.#deleting.delete(name);
-    });
-    this.#deleting.set(name, guard);
-    await gone;
+    await this.#topics.delete(topic);
     this.log.info("deleted", { topic: name });
   }
 
@@ -323,7 +278,6 @@ export class Broker implements BrokerContext {
     this.draining = true;
     if (this.#ticker !== undefined) clearInterval(this.#ticker);
     for (const t of this.#topics.values()) this.consumers.release(t);
-    await Promise.allSettled([...this.#deleting.values()]);
-    await Promise.allSettled([...this.#topics.values()].map((t) => t.wal.close()));
+    await this.#topics.close();
   }
 }
