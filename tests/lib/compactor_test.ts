@@ -1,36 +1,20 @@
+import { DelegatingWal } from "../_support/wal.ts";
 import { assert, assertEquals } from "../_support/assert.ts";
 import { Compactor } from "../../lib/compactor.ts";
 import { silentLogger } from "../../lib/log.ts";
-import type { PayloadLocation } from "../../lib/message.ts";
 import type { Topic } from "../../lib/topic.ts";
-import { FileWal, type Wal } from "../../lib/wal.ts";
-import { RecordType, type WalRecord } from "../../lib/wal_record.ts";
+import { FileWal } from "../../lib/wal.ts";
+import { RecordType } from "../../lib/wal_record.ts";
 import { bytes, memTopic, openBroker, put, T0, texts } from "./_clock.ts";
 
 /**
  * A real FileWal that hands out the promise of each compaction it was asked for, and may run a
  * hook after each snapshot chunk is built (requests that run while the rewrite is under way).
  */
-class WatchedWal implements Wal {
+class WatchedWal extends DelegatingWal {
   readonly compactions: Promise<void>[] = [];
   afterChunk: ((i: number) => void) | undefined;
-  constructor(readonly inner: FileWal) {}
-  get bytes() {
-    return this.inner.bytes;
-  }
-  get failed() {
-    return this.inner.failed;
-  }
-  get lastSize() {
-    return this.inner.lastSize;
-  }
-  get generation() {
-    return this.inner.generation;
-  }
-  append(record: WalRecord, after?: Promise<unknown>): Promise<void> {
-    return this.inner.append(record, after);
-  }
-  compact(snapshot: () => Iterable<Uint8Array[]>): Promise<void> {
+  override compact(snapshot: () => Iterable<Uint8Array[]>): Promise<void> {
     const hook = this.afterChunk;
     const p = this.inner.compact(() => {
       const chunks = snapshot()[Symbol.iterator]();
@@ -45,12 +29,6 @@ class WatchedWal implements Wal {
     this.compactions.push(p);
     return p;
   }
-  barrier = () => this.inner.barrier();
-  close = () => this.inner.close();
-  remove = () => this.inner.remove();
-  locate = (g: number, o: number) => this.inner.locate(g, o);
-  rebase = (at: PayloadLocation) => this.inner.rebase(at);
-  releaseRetired = () => this.inner.releaseRetired();
 }
 
 /** A topic over a watched FileWal in a temp dir, holding `n` messages of 100 bytes. */

@@ -1,3 +1,4 @@
+import { DelegatingWal } from "../_support/wal.ts";
 import { originGroups } from "../../lib/topic.ts";
 import { assert, assertEquals, assertRejects } from "../_support/assert.ts";
 import { Broker } from "../../lib/broker.ts";
@@ -88,39 +89,19 @@ Deno.test("deadLetter() hands the moved message to a consumer waiting on the DLQ
 });
 
 /** A real FileWal whose appends, while `held`, are reported durable only once released. */
-class SlowFsync implements Wal {
+class SlowFsync extends DelegatingWal {
   held = false;
   #release = Promise.withResolvers<void>();
-  constructor(readonly inner: FileWal) {}
   release(): void {
     this.held = false;
     this.#release.resolve();
   }
-  get bytes() {
-    return this.inner.bytes;
-  }
-  get failed() {
-    return this.inner.failed;
-  }
-  get lastSize() {
-    return this.inner.lastSize;
-  }
-  get generation() {
-    return this.inner.generation;
-  }
-  append(record: WalRecord, after?: Promise<unknown>): Promise<void> {
+  override append(record: WalRecord, after?: Promise<unknown>): Promise<void> {
     const written = this.inner.append(record, after);
     if (!this.held) return written;
     const released = this.#release.promise;
     return written.then(() => released);
   }
-  barrier = () => this.inner.barrier();
-  compact = (s: () => Iterable<Uint8Array[]>) => this.inner.compact(s);
-  close = () => this.inner.close();
-  remove = () => this.inner.remove();
-  locate = (g: number, o: number) => this.inner.locate(g, o);
-  rebase: Wal["rebase"] = (at) => this.inner.rebase(at);
-  releaseRetired = () => this.inner.releaseRetired();
 }
 
 /** The record types (and ids) a WAL file holds, in order. */

@@ -1,3 +1,4 @@
+import { DelegatingWal } from "../_support/wal.ts";
 import { assert, assertEquals, assertThrows } from "../_support/assert.ts";
 import { Broker } from "../../lib/broker.ts";
 import { type Config, defaultConfig } from "../../lib/config.ts";
@@ -104,6 +105,17 @@ Deno.test("Subscribers: sequence numbers only grow within a topic", async () => 
   await t.broker.close();
 });
 
+/** A real FileWal whose batches wait, while `gate()` gives a promise, until it settles. */
+class GatedWal extends DelegatingWal {
+  constructor(inner: FileWal, private readonly gate: () => Promise<void> | undefined) {
+    super(inner);
+  }
+  override append(record: WalRecord, after?: Promise<unknown>): Promise<void> {
+    const gate = this.gate();
+    return this.inner.append(record, gate ? (after ? Promise.all([after, gate]) : gate) : after);
+  }
+}
+
 /**
  * Real FileWals whose writes wait for `release()`: what is appended meanwhile is queued in the
  * writer, not on disk, as a batch is not durable before its write and fsync.
@@ -119,16 +131,7 @@ function heldDisk(dataDir: string) {
       after: init.after,
       replayed: init.replayed,
     });
-    return new Proxy(wal, {
-      get(target, prop, receiver) {
-        if (prop !== "append") return Reflect.get(target, prop, receiver);
-        return (record: WalRecord, after?: Promise<unknown>) =>
-          target.append(
-            record,
-            holding ? (after ? Promise.all([after, gate.promise]) : gate.promise) : after,
-          );
-      },
-    });
+    return new GatedWal(wal, () => holding ? gate.promise : undefined);
   };
   return {
     openWal,
