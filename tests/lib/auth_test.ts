@@ -1,4 +1,4 @@
-import assert from "node:assert/strict";
+import { assert, assertEquals, assertMatch, assertThrows } from "../_support/assert.ts";
 import {
   ALL_SCOPES,
   KeyRing,
@@ -12,17 +12,17 @@ import { ConfigError } from "../../lib/config.ts";
 const { publish, consume, admin } = SCOPE_BITS;
 
 Deno.test("parseKeyList() reads comma-separated keys with scopes joined by +", () => {
-  assert.deepEqual(parseKeyList("k1, k2:publish+consume,,k3:admin"), [
+  assertEquals(parseKeyList("k1, k2:publish+consume,,k3:admin"), [
     { key: "k1", scopes: ALL_SCOPES },
     { key: "k2", scopes: publish | consume },
     { key: "k3", scopes: admin },
   ]);
-  assert.deepEqual(parseKeyList(""), []);
+  assertEquals(parseKeyList(""), []);
 });
 
 Deno.test("parseKeyFile() reads one key per line, scopes with , or +, skipping comments and blanks", () => {
   const text = "# ops\n\nalpha\r\n  beta:publish,consume  \ngamma:consume+admin\n#delta\n";
-  assert.deepEqual(parseKeyFile(text), [
+  assertEquals(parseKeyFile(text), [
     { key: "alpha", scopes: ALL_SCOPES },
     { key: "beta", scopes: publish | consume },
     { key: "gamma", scopes: consume | admin },
@@ -46,23 +46,21 @@ Deno.test("parseKeyList() and parseKeyFile() name the setting and position, neve
     [() => parseKeyList("x".repeat(MAX_KEY_LENGTH + 1)), /a key is 1-512/],
   ];
   for (const [fn, re] of cases) {
-    assert.throws(fn, (e: Error) => {
-      assert.ok(e instanceof ConfigError);
-      assert.match(e.message, re);
-      assert.ok(!e.message.includes("hidden"), e.message);
-      return true;
-    });
+    const e = assertThrows(fn);
+    assert(e instanceof ConfigError, `${e}`);
+    assertMatch(e.message, re);
+    assert(!e.message.includes("hidden"), e.message);
   }
 });
 
 Deno.test("KeyRing.scopesOf() gives a key's scopes, 0 for anything else", () => {
   const ring = new KeyRing(parseKeyList("abc:publish,abcd,abc:consume"));
-  assert.equal(ring.size, 2);
-  assert.equal(ring.scopesOf("abc"), publish | consume, "a key listed twice gets both scopes");
-  assert.equal(ring.scopesOf("abcd"), ALL_SCOPES);
+  assertEquals(ring.size, 2);
+  assertEquals(ring.scopesOf("abc"), publish | consume, "a key listed twice gets both scopes");
+  assertEquals(ring.scopesOf("abcd"), ALL_SCOPES);
   for (const wrong of ["", "ab", "abd", "abcde", "ABC", "abc ", "x".repeat(MAX_KEY_LENGTH + 1)]) {
-    assert.equal(ring.scopesOf(wrong), 0, JSON.stringify(wrong));
+    assertEquals(ring.scopesOf(wrong), 0, JSON.stringify(wrong));
   }
   ring.replace([]);
-  assert.equal(ring.scopesOf("abc"), 0);
+  assertEquals(ring.scopesOf("abc"), 0);
 });
