@@ -248,3 +248,20 @@ Deno.test({
     assertEquals(topic.liveBytes, copy.liveBytes);
   },
 });
+
+Deno.test("Topic.snapshot() keeps the key of a message acked while the snapshot runs", async () => {
+  const topic = memTopic();
+  await put(topic, "keyed", "k", T0, { idemKey: "k-1" });
+  await put(topic, "other", "o", T0);
+  const chunks = topic.snapshot(T0, 1)[Symbol.iterator]();
+  const frames = [...chunks.next().value!]; // META: the snapshot's point in time is now
+  await topic.commit(
+    { type: RecordType.Ack, seq: topic.nextSeq(), group: "", ids: ["keyed"] },
+    T0,
+  );
+  for (let c = chunks.next(); !c.done; c = chunks.next()) frames.push(...c.value);
+  const copy = memTopic();
+  for (const f of frames) copy.apply(decodeRecord(f.subarray(FRAME_HEADER_BYTES)), T0, f.length);
+  assertEquals([...copy.messages.keys()], ["other"], "the acked message is not rewritten");
+  assertEquals(copy.keys.lookup("k-1", T0)?.id, "keyed", "but its key survives for its window");
+});
