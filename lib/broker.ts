@@ -268,6 +268,7 @@ export class Broker implements BrokerContext {
   async drain(): Promise<void> {
     this.draining = true;
     for (const t of this.#topics.values()) this.consumers.release(t);
+    this.feed.closeAll();
     await Promise.allSettled([...this.#topics.values()].map((t) => t.wal.barrier()));
   }
 
@@ -278,6 +279,7 @@ export class Broker implements BrokerContext {
     this.draining = true;
     if (this.#ticker !== undefined) clearInterval(this.#ticker);
     for (const t of this.#topics.values()) this.consumers.release(t);
+    this.feed.closeAll();
     await this.#topics.close();
   }
 }

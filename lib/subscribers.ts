@@ -45,7 +45,9 @@ export type FeedEvent =
   /** The messages after `afterSeq` are no longer all held: the reader missed some. */
   | { kind: "gap"; topic: string; afterSeq: number }
   /** The last event: the subscriber was removed (it threw, or fell too far behind). */
-  | { kind: "dropped"; reason: string };
+  | { kind: "dropped"; reason: string }
+  /** The last event: the broker is draining or closing; nothing more will come. */
+  | { kind: "closed" };
 
 /** A subscriber's handler; a returned promise holds its next events until it settles. */
 export type Listener = (event: FeedEvent) => void | Promise<void>;
@@ -221,6 +223,19 @@ export class Subscribers {
     const subs = this.#matching(topic);
     for (const s of subs) this.#push(s, { kind: "broadcast", topic, msg });
     return subs.length;
+  }
+
+  /** Ends every subscription (drain, close): each hears a last `closed` event. */
+  closeAll(): void {
+    const all = [...this.#prefixed, ...[...this.#exact.values()].flatMap((set) => [...set])];
+    for (const sub of all) {
+      this.#remove(sub);
+      queueMicrotask(() => {
+        try {
+          sub.fn({ kind: "closed" });
+        } catch { /* it is gone already */ }
+      });
+    }
   }
 
   /** Forgets a deleted topic's ring (its sequence numbers start again). */

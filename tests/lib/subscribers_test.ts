@@ -292,3 +292,16 @@ Deno.test("Subscribers.tap() hears every durable record across topics, a move co
   assertEquals(heard.filter((h) => h === "jobs Publish").length, 1, "nothing after stop()");
   await t.broker.close();
 });
+
+Deno.test("Subscribers.closeAll() (drain) ends every subscription with a closed event", async () => {
+  const t = await open();
+  const a = collector(), b = collector();
+  t.broker.feed.subscribe("jobs", a.fn);
+  t.broker.feed.subscribe("*", b.fn);
+  await t.broker.drain();
+  await a.heard(1);
+  await b.heard(1);
+  assertEquals([a.events, b.events], [[{ kind: "closed" }], [{ kind: "closed" }]]);
+  assertEquals(t.broker.feed.count("jobs"), 0);
+  await t.broker.close();
+});
