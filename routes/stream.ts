@@ -1,0 +1,152 @@
+/**
+ * GET /stream/{topic}: server-sent events in spy mode, over the broker's durable feed. Each
+ * stored message is an `id: <sequence number>` + `data: <Message JSON>` event (a broadcast has no
+ * id), nothing is consumed, and a `: ping` comment keeps the connection open. A reconnect with
+ * `Last-Event-ID` resumes from the topic's ring, or gets `event: reset` first when the ring no
+ * longer holds what it missed. A reader that falls further behind than BROKER_STREAM_BUFFER gets
+ * `event: reset` and is closed; drain ends every stream.
+ */
+
+import { filterFn } from "../lib/deliveries.ts";
+import { BrokerError } from "../lib/errors.ts";
+import { checkName } from "../lib/names.ts";
+import type { FeedEvent } from "../lib/subscribers.ts";
+import type { Ctx, Route } from "./router.ts";
+import { messageJson } from "./wire.ts";
+
+/** How often an idle stream gets a `: ping` comment (CONTRACT: every 15 s). */
+export const PING_MS = 15_000;
+/** Events the response body may queue before the feed holds the rest (and, past its bound, resets). */
+const QUEUED_EVENTS = 64;
+
+const encoder = new TextEncoder();
+
+/** The sequence number a reconnecting reader saw last, if it sent one we can read. */
+function lastEventId(req: Request, ctx: Ctx): number | undefined | "unreadable" {
+  const given = req.headers.get("last-event-id") ?? ctx.query.str("last_event_id");
+  if (given === null || given === undefined || given === "") return undefined;
+  return /^\d{1,15}$/.test(given) ? Number(given) : "unreadable";
+}
+
+/** One SSE event as bytes. */
+function event(fields: { id?: number; event?: string; data: string }): Uint8Array {
+  let text = "";
+  if (fields.id !== undefined) text += `id: ${fields.id}\n`;
+  if (fields.event) text += `event: ${fields.event}\n`;
+  return encoder.encode(`${text}data: ${fields.data}\n\n`);
+}
+
+/** The routes, with the ping interval a test may shorten. */
+export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
+  const pingMs = opts.pingMs ?? PING_MS;
+
+  function stream(req: Request, ctx: Ctx): Response {
+    const topic = checkName(ctx.params.topic ?? "", "topic");
+    const filterKey = ctx.query.str("filter_key") || undefined;
+    const filterVal = ctx.query.str("filter_val") || undefined;
+    if (filterVal !== undefined && !filterKey) {
+      throw new BrokerError("invalid_parameter", "filter_val needs filter_key");
+    }
+    const filter = filterKey ? filterFn(filterKey, filterVal) : undefined;
+    const last = lastEventId(req, ctx);
+    let unsubscribe = () => {};
+    let ping: ReturnType<typeof setInterval> | undefined;
+    let resume: (() => void) | undefined;
+    let open = true;
+
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        const end = () => {
+          if (!open) return;
+          open = false;
+          clearInterval(ping);
+          unsubscribe();
+          resume?.();
+          controller.close();
+        };
+        const send = (chunk: Uint8Array): void | Promise<void> => {
+          if (!open) return;
+          controller.enqueue(chunk);
+          // A full queue holds the feed's next events for this reader (its queue is bounded).
+          if ((controller.desiredSize ?? 1) <= 0) return new Promise((r) => resume = r);
+        };
+        const reset = (reason: string) =>
+          send(event({ event: "reset", data: JSON.stringify({ reason }) }));
+        const listen = (e: FeedEvent): void | Promise<void> => {
+          switch (e.kind) {
+            case "message": {
+              if (filter && !filter(e.msg.payload)) return;
+              let data: string;
+              try {
+                data = JSON.stringify(messageJson({
+                  topic: e.topic,
+                  msg: e.msg,
+                  retryCount: e.retryCount,
+                  reason: e.reason,
+                  group: e.origin ?? "",
+                }));
+              } catch {
+                return reset("a message could no longer be read; data was missed");
+              }
+              return send(event({ id: e.seq, data }));
+            }
+            case "broadcast":
+              if (filter && !filter(e.msg.payload)) return;
+              return send(event({
+                data: JSON.stringify(messageJson({
+                  topic: e.topic,
+                  msg: e.msg,
+                  retryCount: 0,
+                  reason: undefined,
+                  group: "",
+                })),
+              }));
+            case "gap":
+              return reset(`messages after ${e.afterSeq} are no longer held; data was missed`);
+            case "dropped":
+              if (open) {
+                controller.enqueue(
+                  event({ event: "reset", data: JSON.stringify({ reason: e.reason }) }),
+                );
+              }
+              return end();
+            case "closed":
+              return end();
+          }
+        };
+        if (last === "unreadable") reset("Last-Event-ID is not a sequence number");
+        unsubscribe = ctx.broker.feed.subscribe(topic, listen, {
+          afterSeq: typeof last === "number" ? last : undefined,
+        });
+        ping = setInterval(() => {
+          if (open && (controller.desiredSize ?? 1) > 0) controller.enqueue(PING);
+        }, pingMs);
+      },
+      pull() {
+        const r = resume;
+        resume = undefined;
+        r?.();
+      },
+      cancel() {
+        open = false;
+        clearInterval(ping);
+        unsubscribe();
+        resume?.();
+      },
+    }, new CountQueuingStrategy({ highWaterMark: QUEUED_EVENTS }));
+
+    return new Response(body, {
+      headers: {
+        "content-type": "text/event-stream",
+        "cache-control": "no-cache",
+        "x-accel-buffering": "no",
+      },
+    });
+  }
+
+  return [
+    { method: "GET", pattern: "/stream/:topic", scope: "consume", handler: stream },
+  ];
+}
+
+const PING = encoder.encode(": ping\n\n");
