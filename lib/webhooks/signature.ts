@@ -1,0 +1,36 @@
+/**
+ * @module Webhook signatures (CONTRACT "Webhooks"): `X-Ferry-Signature: sha256=<hex HMAC-SHA256
+ * of the body>` and the Standard Webhooks `webhook-signature: v1,<base64 HMAC of
+ * "id.timestamp.body">`, both keyed by the webhook's secret: its UTF-8 bytes, or for a secret
+ * written `whsec_<base64>` (the Standard Webhooks form) the decoded bytes.
+ */
+
+import { createHmac } from "node:crypto";
+
+const STANDARD_PREFIX = "whsec_";
+
+/** The HMAC key of a secret. */
+export function signingKey(secret: string): Uint8Array {
+  if (secret.startsWith(STANDARD_PREFIX)) {
+    try {
+      return Uint8Array.fromBase64(secret.slice(STANDARD_PREFIX.length));
+    } catch { /* not Base64 after all: the whole text is the key */ }
+  }
+  return new TextEncoder().encode(secret);
+}
+
+/** `sha256=<lowercase hex HMAC-SHA256(key, body)>`, the X-Ferry-Signature header. */
+export function ferrySignature(key: Uint8Array, body: Uint8Array): string {
+  return `sha256=${createHmac("sha256", key).update(body).digest("hex")}`;
+}
+
+/** `v1,<base64 HMAC-SHA256(key, "id.timestamp.body")>`, the webhook-signature header. */
+export function standardSignature(
+  key: Uint8Array,
+  id: string,
+  timestampSeconds: number,
+  body: Uint8Array,
+): string {
+  const mac = createHmac("sha256", key).update(`${id}.${timestampSeconds}.`).update(body);
+  return `v1,${mac.digest("base64")}`;
+}
