@@ -221,7 +221,8 @@ export class Subscribers {
   /** Tells the subscribers of `topic` about a broadcast; returns how many heard it. */
   broadcast(topic: string, msg: StoredMessage): number {
     const subs = this.#matching(topic);
-    for (const s of subs) this.#push(s, { kind: "broadcast", topic, msg });
+    const event: FeedEvent = { kind: "broadcast", topic, msg };
+    for (const s of subs) this.#push(s, event);
     return subs.length;
   }
 

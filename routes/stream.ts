@@ -36,6 +36,27 @@ function event(fields: { id?: number; event?: string; data: string }): Uint8Arra
   return encoder.encode(`${text}data: ${fields.data}\n\n`);
 }
 
+/**
+ * The event of a message as bytes, built once however many streams send it: every subscriber of
+ * a topic is handed the same event object.
+ */
+const built = new WeakMap<FeedEvent, Uint8Array>();
+function encoded(e: FeedEvent & { kind: "message" | "broadcast" }): Uint8Array {
+  let bytes = built.get(e);
+  if (!bytes) {
+    const stored = e.kind === "message";
+    const data = JSON.stringify(messageJson({
+      topic: e.topic,
+      msg: e.msg,
+      retryCount: stored ? e.retryCount : 0,
+      reason: stored ? e.reason : undefined,
+      group: stored ? e.origin ?? "" : "",
+    }));
+    built.set(e, bytes = event({ id: stored ? e.seq : undefined, data }));
+  }
+  return bytes;
+}
+
 /** The routes, with the ping interval a test may shorten. */
 export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
   const pingMs = opts.pingMs ?? PING_MS;
@@ -74,33 +95,17 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
           send(event({ event: "reset", data: JSON.stringify({ reason }) }));
         const listen = (e: FeedEvent): void | Promise<void> => {
           switch (e.kind) {
-            case "message": {
+            case "message":
+            case "broadcast": {
               if (filter && !filter(e.msg.payload)) return;
-              let data: string;
+              let bytes: Uint8Array;
               try {
-                data = JSON.stringify(messageJson({
-                  topic: e.topic,
-                  msg: e.msg,
-                  retryCount: e.retryCount,
-                  reason: e.reason,
-                  group: e.origin ?? "",
-                }));
+                bytes = encoded(e);
               } catch {
                 return reset("a message could no longer be read; data was missed");
               }
-              return send(event({ id: e.seq, data }));
+              return send(bytes);
             }
-            case "broadcast":
-              if (filter && !filter(e.msg.payload)) return;
-              return send(event({
-                data: JSON.stringify(messageJson({
-                  topic: e.topic,
-                  msg: e.msg,
-                  retryCount: 0,
-                  reason: undefined,
-                  group: "",
-                })),
-              }));
             case "gap":
               return reset(`messages after ${e.afterSeq} are no longer held; data was missed`);
             case "dropped":
