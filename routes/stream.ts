@@ -18,6 +18,18 @@ import { messageJson } from "./wire.ts";
 export const PING_MS = 15_000;
 /** Events the response body may queue before the feed holds the rest (and, past its bound, resets). */
 const QUEUED_EVENTS = 64;
+/** Bytes of events gathered into one chunk at most. */
+const CHUNK_BYTES = 64 * 1024;
+
+function concat(parts: Uint8Array[], bytes: number): Uint8Array {
+  const out = new Uint8Array(bytes);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
 
 const encoder = new TextEncoder();
 
@@ -77,17 +89,32 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
 
     const body = new ReadableStream<Uint8Array>({
       start(controller) {
+        // Events of one turn go out as one chunk: one write for a batch, not one per event.
+        let pending: Uint8Array[] = [];
+        let pendingBytes = 0;
+        const flush = () => {
+          if (!pending.length) return;
+          const chunk = pending.length === 1 ? pending[0]! : concat(pending, pendingBytes);
+          pending = [];
+          pendingBytes = 0;
+          if (open) controller.enqueue(chunk);
+        };
         const end = () => {
           if (!open) return;
+          flush();
           open = false;
           clearInterval(ping);
           unsubscribe();
           resume?.();
           controller.close();
         };
-        const send = (chunk: Uint8Array): void | Promise<void> => {
+        const send = (bytes: Uint8Array): void | Promise<void> => {
           if (!open) return;
-          controller.enqueue(chunk);
+          if (!pending.length) queueMicrotask(flush);
+          pending.push(bytes);
+          pendingBytes += bytes.length;
+          if (pending.length < QUEUED_EVENTS && pendingBytes < CHUNK_BYTES) return;
+          flush();
           // A full queue holds the feed's next events for this reader (its queue is bounded).
           if ((controller.desiredSize ?? 1) <= 0) return new Promise((r) => resume = r);
         };
@@ -109,6 +136,7 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
             case "gap":
               return reset(`messages after ${e.afterSeq} are no longer held; data was missed`);
             case "dropped":
+              flush();
               if (open) {
                 controller.enqueue(
                   event({ event: "reset", data: JSON.stringify({ reason: e.reason }) }),
