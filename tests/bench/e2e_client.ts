@@ -9,12 +9,16 @@
  *   deno run -A tests/bench/e2e_client.ts sub URL TOPIC EXPECTED DEADLINE_S
  *     long-polls GET /consume/TOPIC?timeout=5s&limit=100&auto_ack=true until it has EXPECTED
  *     non-warm-up messages or DEADLINE_S passes, and reports receive time minus send time.
+ *   deno run -A tests/bench/e2e_client.ts sse URL TOPIC STREAMS EXPECTED DEADLINE_S
+ *     opens STREAMS event streams (GET /stream/TOPIC) and reads each until it has EXPECTED
+ *     non-warm-up messages or DEADLINE_S passes; reports receive minus send time over all.
+ *   pub takes an optional 6th argument: the payload size in bytes (default 1024).
  *
  * Each prints one JSON line on stdout. Clocks are `performance.timeOrigin + performance.now()`,
  * which agree across processes on one machine.
  */
 
-const PAYLOAD_BYTES = 1024;
+let payloadBytes = 1024;
 const MAX_OUTSTANDING = 256;
 
 const now = () => performance.timeOrigin + performance.now();
@@ -22,7 +26,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function body(warm: boolean): string {
   const head = `{"t":${now()},"w":${warm ? 1 : 0},"p":"`;
-  return head + "x".repeat(PAYLOAD_BYTES - head.length - 2) + `"}`;
+  return head + "x".repeat(Math.max(0, payloadBytes - head.length - 2)) + `"}`;
 }
 
 /** Nearest-rank percentile of an ascending array. */
@@ -120,14 +124,90 @@ async function sub(url: string, topic: string, expected: number, deadlineS: numb
   }));
 }
 
-const [role, url, topic, a, b, c] = Deno.args;
+/** The send time and warm-up flag inside an event's payload_text (JSON-escaped there). */
+const STAMP = /\\"t\\":([\d.]+),\\"w\\":(\d)/g;
+
+/**
+ * Reads STREAMS event streams over raw TCP (fetch's body streams cost more per event than the
+ * broker does, and the reader would measure itself): each read is scanned for the send-time
+ * stamps in the payloads, whatever the event and chunk boundaries.
+ */
+async function sse(
+  url: string,
+  topic: string,
+  streams: number,
+  expected: number,
+  deadlineS: number,
+) {
+  const latencies: number[] = [];
+  let warm = 0, failed = 0, complete = 0;
+  const { hostname, port } = new URL(url);
+  const deadline = now() + deadlineS * 1000;
+  const request = new TextEncoder().encode(
+    `GET /stream/${topic} HTTP/1.1\r\nHost: ${hostname}\r\nAccept: text/event-stream\r\n\r\n`,
+  );
+  const one = async () => {
+    let got = 0, tail = "";
+    const conn = await Deno.connect({ hostname, port: Number(port) });
+    const timer = setTimeout(() => conn.close(), Math.max(0, deadline - now()));
+    try {
+      await conn.write(request);
+      const buf = new Uint8Array(256 * 1024);
+      const decoder = new TextDecoder();
+      while (got < expected) {
+        const n = await conn.read(buf);
+        if (n === null) break;
+        const at = now();
+        const text = tail + decoder.decode(buf.subarray(0, n), { stream: true });
+        STAMP.lastIndex = 0;
+        let end = 0;
+        for (let m = STAMP.exec(text); m; m = STAMP.exec(text)) {
+          end = STAMP.lastIndex;
+          if (m[2] === "1") warm++;
+          else {
+            latencies.push(at - Number(m[1]));
+            got++;
+          }
+        }
+        // A stamp cut by the read boundary is completed by the next read.
+        tail = text.slice(Math.max(end, text.length - 64));
+      }
+      if (got >= expected) complete++;
+      else failed++;
+    } catch {
+      failed++;
+    } finally {
+      clearTimeout(timer);
+      try {
+        conn.close();
+      } catch { /* closed at the deadline */ }
+    }
+  };
+  await Promise.all(Array.from({ length: streams }, one));
+  latencies.sort((a, b) => a - b);
+  console.log(JSON.stringify({
+    received: latencies.length,
+    complete,
+    warm,
+    failed,
+    p50_ms: percentile(latencies, 50),
+    p99_ms: percentile(latencies, 99),
+    max_ms: latencies.at(-1) ?? NaN,
+  }));
+}
+
+const [role, url, topic, a, b, c, d] = Deno.args;
 if (role === "pub" && url && topic) {
+  if (d) payloadBytes = Number(d);
   await pub(url, topic, Number(a), Number(b), Number(c));
+} else if (role === "sse" && url && topic) {
+  await sse(url, topic, Number(a), Number(b), Number(c));
 } else if (role === "sub" && url && topic) {
   await sub(url, topic, Number(a), Number(b));
 } else {
   console.error(
-    "usage: e2e_client.ts pub URL TOPIC RATE WARM_S RUN_S | sub URL TOPIC N DEADLINE_S",
+    "usage: e2e_client.ts pub URL TOPIC RATE WARM_S RUN_S [BYTES] | sub URL TOPIC N DEADLINE_S" +
+      " | sse URL TOPIC STREAMS N DEADLINE_S",
   );
   Deno.exit(2);
 }

@@ -8,7 +8,7 @@
  *   deno task bench --only publish,consume
  *   deno task bench --broker path/to/main.ts   bench another build (default: ./main.ts)
  *
- * Sections (names for --only): ceiling, publish, consume, e2e, rss, replay, large.
+ * Sections (names for --only): ceiling, publish, consume, e2e, fanout, rss, replay, large.
  *   ceiling  bare Deno.serve (tests/bench/ceiling.ts) answering a 1 KiB POST, req/s at 1/16/64
  *            connections: what one Deno process can do at all.
  *   publish  POST /publish/bench-N with 1 KiB bodies at 1/16/64 connections; msg/s, p50/p99,
@@ -17,6 +17,9 @@
  *            one) and limit=100 (batch ack). Target: limit=100 ≥ 3 × publish msg/s at 64 conns.
  *   e2e      2,000 msg/s published by one process, long-polled (timeout=5s, limit=100,
  *            auto_ack) by another; send→receive latency p50/p99. Target: p99 ≤ 10 ms.
+ *   fanout   2,000 msg/s of 128 B published by one process to 100 SSE streams (GET /stream) read
+ *            by another; send→receive latency p50/p99 over every event, and the broker's CPU.
+ *            Target: p99 ≤ 10 ms.
  *   rss      broker VmRSS holding 100,000 messages of 1 KiB. Target: ≤ 2.5 × 100,000 × 1024 B.
  *   large    RSS holding 10,000 messages of 2 MiB (their payloads stay in the WAL file), and
  *            consume + auto-ack of 2,000 messages of 256 KiB read from disk and from memory.
@@ -50,7 +53,16 @@ const HERE = new URL(".", import.meta.url).pathname;
 const ROOT = new URL("../../", import.meta.url).pathname;
 const WRK_DIR = `${HERE}wrk/`;
 const join = (dir: string, name: string) => dir.endsWith("/") ? dir + name : `${dir}/${name}`;
-const SECTIONS = ["ceiling", "publish", "consume", "e2e", "rss", "replay", "large"] as const;
+const SECTIONS = [
+  "ceiling",
+  "publish",
+  "consume",
+  "e2e",
+  "fanout",
+  "rss",
+  "replay",
+  "large",
+] as const;
 type Section = typeof SECTIONS[number];
 const CONNS = [1, 16, 64] as const;
 const KIB = 1024;
@@ -104,6 +116,8 @@ interface Plan {
   e2eRate: number;
   e2eWarmS: number;
   e2eRunS: number;
+  /** SSE streams the fan-out row feeds. */
+  fanoutStreams: number;
   rssCount: number;
   replayCount: number;
   /** Messages of 2 MiB held for the large-payload RSS row. */
@@ -120,6 +134,7 @@ const FULL: Plan = {
   e2eRate: 2_000,
   e2eWarmS: 1,
   e2eRunS: 10,
+  fanoutStreams: 100,
   rssCount: 100_000,
   replayCount: 1_000_000,
   largeCount: 10_000,
@@ -899,6 +914,90 @@ async function e2e(o: Options, p: Plan): Promise<void> {
   });
 }
 
+/** Bytes of each fan-out message: small, so the row measures the fan-out, not Base64. */
+const FANOUT_BYTES = 128;
+/** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux). */
+const TICKS_PER_S = 100;
+
+async function fanout(o: Options, p: Plan): Promise<void> {
+  await withBroker(o, 1_000_000, async (b) => {
+    const topic = "fanout";
+    const client = join(HERE, "e2e_client.ts");
+    const expected = Math.round(p.e2eRate * p.e2eRunS);
+    const run = (args: string[]) =>
+      track(
+        new Deno.Command(Deno.execPath(), {
+          args: ["run", "-A", client, ...args],
+          stdin: "null",
+          stdout: "piped",
+          stderr: "inherit",
+        }).spawn(),
+      ).output();
+    const created = await fetch(`${b.url}/api/topics`, {
+      method: "POST",
+      body: JSON.stringify({ name: topic }),
+    });
+    await created.body?.cancel();
+    await quiet();
+    const subOut = run([
+      "sse",
+      b.url,
+      topic,
+      String(p.fanoutStreams),
+      String(expected),
+      String(p.e2eWarmS + p.e2eRunS + 30),
+    ]);
+    // Every stream is subscribed before the first publish.
+    const subscribed = new RegExp(`^ferry_stream_subscribers\\{topic="${topic}"\\} (\\d+)`, "m");
+    for (let waited = 0;; waited += POLL_MS) {
+      const text = await (await fetch(`${b.url}/metrics`)).text();
+      if (Number(subscribed.exec(text)?.[1] ?? 0) >= p.fanoutStreams) break;
+      if (waited > 30_000) throw new Error("the SSE streams did not all open within 30 s");
+      await sleep(POLL_MS);
+    }
+    const cpu0 = await procTicks(b.pid);
+    const t0 = performance.now();
+    const pubOut = run([
+      "pub",
+      b.url,
+      topic,
+      String(p.e2eRate),
+      String(p.e2eWarmS),
+      String(p.e2eRunS),
+      String(FANOUT_BYTES),
+    ]);
+    const parse = async (out: Promise<Deno.CommandOutput>) =>
+      JSON.parse(new TextDecoder().decode((await out).stdout).trim().split("\n").at(-1) ?? "{}");
+    const pubR = await parse(pubOut);
+    const subR = await parse(subOut);
+    const cpuShare = (await procTicks(b.pid) - cpu0) / TICKS_PER_S /
+      ((performance.now() - t0) / 1000);
+    const events = expected * p.fanoutStreams;
+    log(`fanout: p50 ${subR.p50_ms.toFixed(2)} ms p99 ${subR.p99_ms.toFixed(2)} ms`);
+    const complete = subR.received === events && pubR.failed === 0;
+    row({
+      section: "8",
+      measure: `SSE fan-out, ${
+        int(p.e2eRate)
+      } msg/s of ${FANOUT_BYTES} B to ${p.fanoutStreams} streams`,
+      conns: String(p.fanoutStreams),
+      result: `${int(subR.received)} events`,
+      p50: `${subR.p50_ms.toFixed(2)} ms`,
+      p99: `${subR.p99_ms.toFixed(2)} ms`,
+      notes: [
+        `over ${p.e2eRunS} s after ${p.e2eWarmS} s warm-up; max ${subR.max_ms.toFixed(1)} ms`,
+        `broker CPU ${Math.round(cpuShare * 100)} % of one core (publishes + fan-out)`,
+        `publisher ${int(pubR.rate)} msg/s; the readers share the 2 cores`,
+        subR.received !== events ? `expected ${int(events)} (${subR.failed} streams failed)` : "",
+        pubR.failed ? `${pubR.failed} publishes failed` : "",
+        await busyNote(),
+      ].filter(Boolean).join("; "),
+      target: "p99 ≤ 10 ms",
+      status: complete ? verdict(subR.p99_ms <= 10) : "FAIL",
+    });
+  });
+}
+
 async function rss(o: Options, p: Plan): Promise<void> {
   // --inspect lets the harness force a full GC for the last figure; it adds ~4 MiB to RSS.
   await withBroker(o, Math.max(200_000, p.rssCount * 2), async (b) => {
@@ -1122,6 +1221,7 @@ const RUN: Record<Section, (o: Options, p: Plan) => Promise<void>> = {
   publish,
   consume,
   e2e,
+  fanout,
   rss,
   replay,
   large,
