@@ -125,6 +125,8 @@ export class Subscribers {
   readonly #prefixed = new Set<Subscription>();
   readonly #rings = new Map<string, Ring>();
   readonly #taps = new Set<(topic: string, records: readonly WalRecord[]) => void>();
+  /** Subscribers with events waiting to be served in the next microtask. */
+  #ready: Subscription[] = [];
 
   constructor(
     /** BROKER_STREAM_BUFFER: messages a streamed topic keeps. */
@@ -262,24 +264,41 @@ export class Subscribers {
       return this.#drop(sub, `fell behind: ${sub.queue.length} events waiting`);
     }
     sub.queue.push(e);
-    if (!sub.busy) this.#pump(sub);
+    if (sub.busy) return;
+    sub.busy = true;
+    // One microtask serves every subscriber that has news, outside the WAL's hook.
+    if (this.#ready.push(sub) === 1) queueMicrotask(() => this.#serveReady());
   }
 
-  /** Hands a subscriber its queue, one event at a time, outside the WAL's hook. */
-  async #pump(sub: Subscription): Promise<void> {
-    sub.busy = true;
-    await undefined;
+  #serveReady(): void {
+    const ready = this.#ready;
+    this.#ready = [];
+    for (const sub of ready) this.#serve(sub);
+  }
+
+  /**
+   * Hands a subscriber its queue in order. A listener that returns a promise holds its next
+   * events until the promise settles; the others are served in one synchronous run.
+   */
+  #serve(sub: Subscription): void {
     while (!sub.closed && sub.queue.length) {
       const e = sub.queue.shift()!;
       try {
         const done = sub.fn(e);
-        if (done) await done;
+        if (done) {
+          done.then(() => this.#serve(sub), (err) => this.#failed(sub, err));
+          return;
+        }
       } catch (err) {
-        this.log.warn("subscriber failed; dropped", { error: err });
-        this.#drop(sub, `the subscriber failed: ${(err as Error)?.message ?? err}`);
+        this.#failed(sub, err);
       }
     }
     sub.busy = false;
+  }
+
+  #failed(sub: Subscription, err: unknown): void {
+    this.log.warn("subscriber failed; dropped", { error: err });
+    this.#drop(sub, `the subscriber failed: ${(err as Error)?.message ?? err}`);
   }
 
   #drop(sub: Subscription, reason: string): void {
