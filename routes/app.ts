@@ -16,6 +16,7 @@ import { adminRoutes } from "./admin.ts";
 import { dashboardRoutes } from "./dashboard.ts";
 import { healthRoutes } from "./health.ts";
 import { opsRoutes } from "./ops.ts";
+import { wsRoutes } from "./ws.ts";
 
 /** Every route of the broker, in match order. */
 export const ROUTES: Route[] = [
@@ -25,6 +26,7 @@ export const ROUTES: Route[] = [
   ...adminRoutes,
   ...dashboardRoutes,
   ...opsRoutes,
+  ...wsRoutes(),
 ];
 
 export interface AppOptions {
