@@ -175,3 +175,22 @@ export interface Problem {
   code: ErrorCode;
   request_id: string;
 }
+
+/** A client's frame on GET /ws (CONTRACT "WebSocket"): JSON text with a `type`. */
+export type WsClientFrame =
+  /** Without `group` or `prefetch`, a spy on a pattern (`orders`, `orders.*`, `*`). */
+  | { type: "subscribe"; topic: string; group?: string; prefetch?: number }
+  | { type: "unsubscribe"; topic: string }
+  /** Acks a delivery of a consuming subscription; its credit comes back. */
+  | { type: "ack"; topic: string; id: string }
+  /** Gives a delivery back (one more attempt); its credit comes back. */
+  | { type: "requeue"; topic: string; id: string; reason?: string };
+
+/** A server's frame on GET /ws. */
+export type WsServerFrame =
+  | { type: "subscribed"; topic: string }
+  | { type: "unsubscribed"; topic: string }
+  /** A message heard by the subscription on `subscription` (its pattern or topic). */
+  | { type: "message"; subscription: string; message: MessageJson }
+  /** A frame refused, or a subscription ended; the connection stays usable. */
+  | { type: "error"; code: ErrorCode; detail: string };

@@ -17,6 +17,7 @@ import { dashboardRoutes } from "./dashboard.ts";
 import { healthRoutes } from "./health.ts";
 import { opsRoutes } from "./ops.ts";
 import { streamRoutes } from "./stream.ts";
+import { wsRoutes } from "./ws.ts";
 
 /** Every route of the broker, in match order. */
 export const ROUTES: Route[] = [
@@ -27,6 +28,7 @@ export const ROUTES: Route[] = [
   ...dashboardRoutes,
   ...opsRoutes,
   ...streamRoutes(),
+  ...wsRoutes(),
 ];
 
 export interface AppOptions {

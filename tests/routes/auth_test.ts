@@ -201,10 +201,11 @@ Deno.test("auth: ?api_key= is accepted on /stream/* and /ws only", async () => {
   const broker = await Broker.open(defaultConfig({ dataDir: ":memory:" }), { tick: false });
   try {
     const ok = () => json({ ok: true });
+    // Stand-ins first, ahead of the real ones: this checks where the key is read, not the route.
     const routes: Route[] = [
-      ...ROUTES,
       { method: "GET", pattern: "/stream/:topic", scope: "consume", handler: ok },
       { method: "GET", pattern: "/ws", scope: "consume", handler: ok },
+      ...ROUTES,
     ];
     const handle = createHandler(broker, {
       routes,

@@ -1,0 +1,471 @@
+/**
+ * GET /ws (CONTRACT "WebSocket"): JSON text frames. A spy subscription (`subscribe` with a
+ * pattern) sits on the durable feed and hears publishes, dead-letter moves, redrives and
+ * broadcasts; a consuming subscription (`subscribe` with `group` or `prefetch`) is a push consumer
+ * on one group, holding at most `prefetch` un-acked deliveries. Pings come from Deno's
+ * `idleTimeout` (see `wsRoutes`); drain closes every socket with 1001.
+ */
+
+import type { Broker, Handed } from "../lib/broker.ts";
+import type { Consumer, Offered } from "../lib/consumers.ts";
+import { BrokerError } from "../lib/errors.ts";
+import type { Group } from "../lib/group.ts";
+import { checkName } from "../lib/names.ts";
+import type { FeedEvent } from "../lib/subscribers.ts";
+import type { Topic } from "../lib/topic.ts";
+import type { ErrorCode } from "../protocol/error_codes.ts";
+import type { WsClientFrame, WsServerFrame } from "../protocol/wire.ts";
+import type { Ctx, Route } from "./router.ts";
+import { messageJson } from "./wire.ts";
+
+/** How long a socket may be silent before the server pings it (CONTRACT: 25 s). */
+export const PING_INTERVAL_MS = 25_000;
+/** Largest client frame read; a larger one gets a `bad_request` error frame. */
+export const MAX_FRAME_BYTES = 64 * 1024;
+/** Bytes a socket may have waiting to be sent before a spy or broadcast drops its subscription. */
+export const MAX_BUFFERED_BYTES = 8 * 1024 * 1024;
+/** Un-acked deliveries a consuming subscription holds when the client names no `prefetch`. */
+export const DEFAULT_PREFETCH = 10;
+export const MAX_PREFETCH = 1_000;
+/** Longest requeue reason kept, as on POST /requeue. */
+const MAX_REASON_CHARS = 1024;
+const DRAINING = "The broker is draining";
+
+/** Settings of the /ws route; tests shorten them. */
+export interface WsOptions {
+  /** Silence before a Ping (default PING_INTERVAL_MS). */
+  pingMs?: number;
+  /** Send-buffer bound (default MAX_BUFFERED_BYTES). */
+  maxBufferedBytes?: number;
+}
+
+/**
+ * The /ws route. Deno's `idleTimeout` (seconds) is set to twice `pingMs`: after `pingMs` without
+ * any frame from the client (text, binary or Pong) Deno sends a Ping, and when still nothing has
+ * come `pingMs` later it closes the socket with 1001 "No response from ping frame.". Every frame
+ * received starts the wait again, so a client that answers is pinged every `pingMs`.
+ */
+export function wsRoutes(opts: WsOptions = {}): Route[] {
+  const pingMs = opts.pingMs ?? PING_INTERVAL_MS;
+  const maxBuffered = opts.maxBufferedBytes ?? MAX_BUFFERED_BYTES;
+  const handler = (req: Request, ctx: Ctx) => upgrade(req, ctx, pingMs, maxBuffered);
+  return [{ method: "GET", pattern: "/ws", scope: "consume", handler }];
+}
+
+/** The open sockets of each broker, so that a drain heard by one closes them all. */
+const SESSIONS = new WeakMap<Broker, Set<Session>>();
+
+function upgrade(req: Request, ctx: Ctx, pingMs: number, maxBuffered: number): Response {
+  if (!/\bwebsocket\b/i.test(req.headers.get("upgrade") ?? "")) {
+    throw new BrokerError(
+      "bad_request",
+      "GET /ws is a WebSocket: connect with a WebSocket client (Upgrade: websocket)",
+    );
+  }
+  let up: Deno.WebSocketUpgrade;
+  try {
+    up = Deno.upgradeWebSocket(req, { idleTimeout: (2 * pingMs) / 1000 });
+  } catch (e) {
+    throw new BrokerError("bad_request", `Cannot upgrade to a WebSocket: ${(e as Error).message}`);
+  }
+  let all = SESSIONS.get(ctx.broker);
+  if (!all) SESSIONS.set(ctx.broker, all = new Set());
+  new Session(up.socket, ctx.broker, all, ctx.requestId, maxBuffered);
+  return up.response;
+}
+
+function badRequest(detail: string): BrokerError {
+  return new BrokerError("bad_request", detail);
+}
+
+function needString(f: Record<string, unknown>, field: string): string {
+  const v = f[field];
+  if (typeof v !== "string" || v === "") {
+    throw badRequest(`Missing "${field}": a ${String(f.type)} frame needs a non-empty string`);
+  }
+  return v;
+}
+
+function optString(f: Record<string, unknown>, field: string): string | undefined {
+  const v = f[field];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "string") throw badRequest(`Invalid "${field}": expected a string`);
+  return v;
+}
+
+function byteLength(s: string): number {
+  // Each UTF-16 unit is 1 to 3 UTF-8 bytes: count only when the length leaves a doubt.
+  return s.length * 3 <= MAX_FRAME_BYTES ? s.length : new TextEncoder().encode(s).length;
+}
+
+/** Reads one client frame; throws `bad_request` (or `invalid_parameter`) saying what is wrong. */
+export function parseFrame(data: unknown): WsClientFrame {
+  if (typeof data !== "string") throw badRequest("Binary frames are not read: send JSON text");
+  const bytes = data.length > MAX_FRAME_BYTES ? data.length : byteLength(data);
+  if (bytes > MAX_FRAME_BYTES) {
+    throw badRequest(`Frame too large: ${bytes} bytes; at most ${MAX_FRAME_BYTES}`);
+  }
+  let v: unknown;
+  try {
+    v = JSON.parse(data);
+  } catch {
+    throw badRequest("Malformed JSON: send one JSON object per text frame");
+  }
+  if (!v || typeof v !== "object" || Array.isArray(v)) {
+    throw badRequest('Expected a JSON object with a "type"');
+  }
+  const f = v as Record<string, unknown>;
+  switch (f.type) {
+    case "subscribe": {
+      const p = f.prefetch;
+      if (
+        p !== undefined &&
+        !(Number.isInteger(p) && (p as number) >= 1 && (p as number) <= MAX_PREFETCH)
+      ) {
+        throw new BrokerError(
+          "invalid_parameter",
+          `Invalid prefetch ${JSON.stringify(p)}: an integer from 1 to ${MAX_PREFETCH}`,
+        );
+      }
+      return {
+        type: "subscribe",
+        topic: needString(f, "topic"),
+        group: optString(f, "group"),
+        prefetch: p as number | undefined,
+      };
+    }
+    case "unsubscribe":
+      return { type: "unsubscribe", topic: needString(f, "topic") };
+    case "ack":
+      return { type: "ack", topic: needString(f, "topic"), id: needString(f, "id") };
+    case "requeue":
+      return {
+        type: "requeue",
+        topic: needString(f, "topic"),
+        id: needString(f, "id"),
+        reason: optString(f, "reason"),
+      };
+    default: {
+      const shown = JSON.stringify(f.type ?? null).slice(0, 64);
+      throw badRequest(`Unknown frame type ${shown}: use subscribe, unsubscribe, ack or requeue`);
+    }
+  }
+}
+
+/** A spy subscription: the function that unsubscribes it from the feed. */
+interface Spy {
+  off: () => void;
+}
+
+/** One socket: its subscriptions by pattern or topic, and what it sends. */
+class Session {
+  readonly #spies = new Map<string, Spy>();
+  readonly #consuming = new Map<string, Consuming>();
+  #ended = false;
+
+  constructor(
+    readonly socket: WebSocket,
+    readonly broker: Broker,
+    readonly all: Set<Session>,
+    readonly requestId: string,
+    readonly maxBuffered: number,
+  ) {
+    all.add(this);
+    socket.addEventListener("message", (e) => this.#receive(e.data));
+    socket.addEventListener("close", () => this.#end());
+  }
+
+  send(frame: WsServerFrame): void {
+    if (this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(frame));
+  }
+
+  error(code: ErrorCode, detail: string): void {
+    this.send({ type: "error", code, detail });
+  }
+
+  /**
+   * Sends a message heard on `subscription`; false (and nothing sent) when `bounded` and more
+   * than the bound already waits in the socket's send buffer.
+   */
+  deliver(subscription: string, h: Handed, bounded: boolean): boolean {
+    if (bounded && this.socket.bufferedAmount > this.maxBuffered) return false;
+    this.send({ type: "message", subscription, message: messageJson(h) });
+    return true;
+  }
+
+  /** Ends a consuming subscription that cannot keep up, and says why. */
+  dropConsumer(c: Consuming, reason: string): void {
+    if (this.#consuming.get(c.topic.name) !== c) return;
+    c.stop();
+    this.#consuming.delete(c.topic.name);
+    this.error("unavailable", `Subscription "${c.topic.name}" dropped: ${reason}`);
+  }
+
+  /** A consumer removed by the broker: a drain, or its topic was deleted. */
+  consumerClosed(c: Consuming): void {
+    if (this.broker.draining) return this.#drained();
+    if (this.#consuming.get(c.topic.name) !== c) return;
+    this.#consuming.delete(c.topic.name);
+    this.error("not_found", `Subscription "${c.topic.name}" ended: the topic was deleted`);
+  }
+
+  close(code: number, reason: string): void {
+    this.#end();
+    try {
+      this.socket.close(code, reason);
+    } catch { /* closing already */ }
+  }
+
+  async #receive(data: unknown): Promise<void> {
+    if (this.#ended) return;
+    if (this.broker.draining) return this.#drained();
+    try {
+      const f = parseFrame(data);
+      switch (f.type) {
+        case "subscribe":
+          return f.group === undefined && f.prefetch === undefined
+            ? this.#spy(f.topic)
+            : this.#consume(f.topic, f.group ?? "", f.prefetch ?? DEFAULT_PREFETCH);
+        case "unsubscribe":
+          return this.#unsubscribe(f.topic);
+        case "ack":
+          return await this.#ack(f.topic, f.id);
+        case "requeue":
+          return await this.#requeue(f.topic, f.id, f.reason);
+      }
+    } catch (e) {
+      if (e instanceof BrokerError) return this.error(e.code, e.message);
+      this.broker.log.error("websocket frame failed", {
+        request_id: this.requestId,
+        error: e instanceof Error ? `${e.name}: ${e.message}` : String(e),
+        stack: e instanceof Error ? e.stack : undefined,
+      });
+      this.error("internal", "Internal error; see the broker log");
+    }
+  }
+
+  #spy(pattern: string): void {
+    if (!this.#spies.has(pattern)) {
+      const spy: Spy = { off: () => {} };
+      spy.off = this.broker.feed.subscribe(pattern, (e) => this.#heard(pattern, spy, e));
+      this.#spies.set(pattern, spy);
+    }
+    this.send({ type: "subscribed", topic: pattern });
+  }
+
+  #heard(pattern: string, spy: Spy, e: FeedEvent): void {
+    if (this.#spies.get(pattern) !== spy) return; // unsubscribed meanwhile
+    let h: Handed;
+    switch (e.kind) {
+      case "message": {
+        // A dead letter's `group` names the group it failed in.
+        const { topic, msg, retryCount, reason } = e;
+        h = { topic, msg, retryCount, reason, group: e.origin ?? "" };
+        break;
+      }
+      case "broadcast":
+        h = { topic: e.topic, msg: e.msg, retryCount: 0, reason: undefined, group: "" };
+        break;
+      case "gap":
+        return; // only a resume (afterSeq) hears one, and sockets do not resume
+      case "dropped":
+        this.#spies.delete(pattern);
+        return this.error("unavailable", `Subscription "${pattern}" dropped: ${e.reason}`);
+      case "closed":
+        return this.#drained();
+    }
+    if (!this.deliver(pattern, h, true)) {
+      spy.off();
+      this.#spies.delete(pattern);
+      const waiting = this.socket.bufferedAmount;
+      this.error(
+        "unavailable",
+        `Subscription "${pattern}" dropped: fell behind: ${waiting} bytes wait to be sent`,
+      );
+    }
+  }
+
+  #consume(topic: string, group: string, prefetch: number): void {
+    if (topic.includes("*")) {
+      throw new BrokerError(
+        "invalid_parameter",
+        `Cannot consume "${topic.slice(0, 64)}": consuming needs one topic, not a pattern`,
+      );
+    }
+    checkName(topic, "topic");
+    if (group) checkName(group, "group");
+    const held = this.#consuming.get(topic);
+    if (held) {
+      if (held.group.name === group) return this.send({ type: "subscribed", topic });
+      throw new BrokerError(
+        "already_exists",
+        `Already consuming "${topic}" as group "${held.group.name}" on this socket: ` +
+          "unsubscribe first",
+      );
+    }
+    const t = this.broker.getTopic(topic);
+    const g = this.broker.getGroup(t, group);
+    const c = new Consuming(this, t, g, prefetch, this.broker.effective(t).visibilityMs);
+    this.#consuming.set(topic, c);
+    this.send({ type: "subscribed", topic });
+    c.start(this.broker.now()); // hands over what is ready now
+  }
+
+  #unsubscribe(topic: string): void {
+    this.#spies.get(topic)?.off();
+    this.#spies.delete(topic);
+    this.#consuming.get(topic)?.stop();
+    this.#consuming.delete(topic);
+    this.send({ type: "unsubscribed", topic });
+  }
+
+  #consumer(topic: string, action: string): Consuming {
+    const c = this.#consuming.get(topic);
+    if (!c) {
+      throw new BrokerError(
+        "not_found",
+        `Cannot ${action} in "${topic.slice(0, 64)}": this socket does not consume it ` +
+          "(subscribe with a group first)",
+      );
+    }
+    return c;
+  }
+
+  async #ack(topic: string, id: string): Promise<void> {
+    const c = this.#consumer(topic, "ack");
+    c.settle(id);
+    try {
+      const { notFound } = await this.broker.ack(topic, c.group.name, [id]);
+      if (notFound.length) {
+        throw new BrokerError(
+          "message_not_found",
+          `Cannot ack message "${id.slice(0, 64)}" in ${where(topic, c.group.name)}: not found`,
+        );
+      }
+    } finally {
+      c.serve(this.broker.now());
+    }
+  }
+
+  async #requeue(topic: string, id: string, reason: string | undefined): Promise<void> {
+    const c = this.#consumer(topic, "requeue");
+    c.settle(id); // before the requeue, which may hand the message straight back
+    try {
+      await this.broker.requeue(topic, c.group.name, id, {
+        reason: reason ? reason.slice(0, MAX_REASON_CHARS) : undefined,
+      });
+    } finally {
+      c.serve(this.broker.now());
+    }
+  }
+
+  /** The broker drains: every socket of it closes with 1001 (going away). */
+  #drained(): void {
+    for (const s of [...this.all]) s.close(1001, DRAINING);
+  }
+
+  /** Unsubscribes everything; what its consumers hold comes back when the leases end. */
+  #end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.all.delete(this);
+    for (const spy of this.#spies.values()) spy.off();
+    this.#spies.clear();
+    for (const c of this.#consuming.values()) c.stop();
+    this.#consuming.clear();
+  }
+}
+
+function where(topic: string, group: string): string {
+  return group ? `"${topic}" group "${group}"` : `"${topic}"`;
+}
+
+/**
+ * A consuming subscription: a push consumer on one group. Its credits are `prefetch` minus the
+ * deliveries it holds: one comes back on an ack or a requeue, and also when a lease ends unacked
+ * (the broker's sweep then serves it again), so a client that drops deliveries never starves.
+ */
+class Consuming implements Consumer {
+  readonly filter: Consumer["filter"] = undefined;
+  readonly peek = false;
+  readonly deadline = Infinity;
+  readonly once = false;
+  /** Deliveries handed over and not acked or requeued: id → when the lease ends. */
+  readonly #held = new Map<string, number>();
+  /** No lease in #held ends before this, so counting credits rarely walks it. */
+  #nextEnd = Infinity;
+  #remove: (() => void) | undefined;
+
+  constructor(
+    private readonly session: Session,
+    readonly topic: Topic,
+    readonly group: Group,
+    readonly prefetch: number,
+    readonly visibilityMs: number,
+  ) {}
+
+  get credits(): number {
+    const now = this.session.broker.now();
+    if (now >= this.#nextEnd) {
+      this.#nextEnd = Infinity;
+      for (const [id, end] of this.#held) {
+        if (end <= now) this.#held.delete(id);
+        else this.#nextEnd = Math.min(this.#nextEnd, end);
+      }
+    }
+    return this.prefetch - this.#held.size;
+  }
+
+  set credits(_: number) {
+    // Derived from what is held: Consumers' arithmetic on it has nothing to change.
+  }
+
+  start(now: number): void {
+    this.#remove = this.session.broker.consumers.add(this.topic, this, now);
+  }
+
+  stop(): void {
+    this.#remove?.();
+    this.#remove = undefined;
+  }
+
+  /** Gives back the credit of `id` (acked or requeued). */
+  settle(id: string): void {
+    this.#held.delete(id);
+  }
+
+  /** Hands over what is ready, up to the credits (`settle` gave the credit back already). */
+  serve(now: number): void {
+    if (this.#remove) this.session.broker.consumers.grant(this.topic, this, 1, now);
+  }
+
+  offer(items: Offered[], ephemeral: boolean): void {
+    const end = this.session.broker.now() + this.visibilityMs;
+    const name = this.topic.name;
+    const group = this.group.name;
+    for (const { msg, retryCount, reason } of items) {
+      const h = { topic: name, msg, retryCount, reason, group: group || (msg.origin ?? "") };
+      if (!ephemeral) {
+        this.#held.set(msg.id, end);
+        this.#nextEnd = Math.min(this.#nextEnd, end);
+      }
+      try {
+        // Leased deliveries are bounded by the credits; a broadcast like a spy's message.
+        if (!this.session.deliver(name, h, ephemeral)) {
+          const reason = `fell behind: ${this.session.socket.bufferedAmount} bytes wait to be sent`;
+          // Not while Consumers walks its list of consumers: after it.
+          queueMicrotask(() => this.session.dropConsumer(this, reason));
+          return;
+        }
+      } catch (e) {
+        // This runs inside a publish or a sweep: a delivery that cannot be sent waits for its lease.
+        this.session.broker.log.error("websocket delivery failed", { topic: name, error: e });
+      }
+    }
+  }
+
+  close(): void {
+    this.#remove = undefined;
+    this.session.consumerClosed(this);
+  }
+}
