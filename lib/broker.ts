@@ -59,6 +59,7 @@ export class Broker implements BrokerContext {
   draining = false;
   #ticker: ReturnType<typeof setInterval> | undefined;
   #closed = false;
+  readonly #onDrain = new Set<() => void>();
   /** Stable id of this node, kept in the data dir (a new one per process with `:memory:`). */
   nodeId = "";
   /** What start-up replay found, for the start-up log line. */
@@ -258,6 +259,24 @@ export class Broker implements BrokerContext {
 
   // ---- lifecycle ---------------------------------------------------------------------------
 
+  /** Calls `fn` once when the broker starts draining or closing; returns a function that cancels. */
+  onDrain(fn: () => void): () => void {
+    this.#onDrain.add(fn);
+    return () => this.#onDrain.delete(fn);
+  }
+
+  #drained(): void {
+    const fns = [...this.#onDrain];
+    this.#onDrain.clear();
+    for (const fn of fns) {
+      try {
+        fn();
+      } catch (e) {
+        this.log.error("drain listener failed", { error: e });
+      }
+    }
+  }
+
   #gate(): void {
     if (this.draining) {
       throw new BrokerError("draining", "The broker is draining; no new work is accepted");
@@ -269,6 +288,7 @@ export class Broker implements BrokerContext {
     this.draining = true;
     for (const t of this.#topics.values()) this.consumers.release(t);
     this.feed.closeAll();
+    this.#drained();
     await Promise.allSettled([...this.#topics.values()].map((t) => t.wal.barrier()));
   }
 
@@ -280,6 +300,7 @@ export class Broker implements BrokerContext {
     if (this.#ticker !== undefined) clearInterval(this.#ticker);
     for (const t of this.#topics.values()) this.consumers.release(t);
     this.feed.closeAll();
+    this.#drained();
     await this.#topics.close();
   }
 }

@@ -69,7 +69,14 @@ function upgrade(req: Request, ctx: Ctx, pingMs: number, maxBuffered: number): R
     throw new BrokerError("bad_request", `Cannot upgrade to a WebSocket: ${(e as Error).message}`);
   }
   let all = SESSIONS.get(ctx.broker);
-  if (!all) SESSIONS.set(ctx.broker, all = new Set());
+  if (!all) {
+    const sessions = all = new Set();
+    SESSIONS.set(ctx.broker, sessions);
+    // Sockets with no subscription hear the drain too.
+    ctx.broker.onDrain(() => {
+      for (const s of [...sessions]) s.close(1001, DRAINING);
+    });
+  }
   new Session(up.socket, ctx.broker, all, ctx.requestId, maxBuffered);
   return up.response;
 }

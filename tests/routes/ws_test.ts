@@ -601,3 +601,12 @@ Deno.test("ws: frames a message subscription sends carry the Message object", as
     assertEquals(direct.body[0], m.message, "the same Message object as peek");
   });
 });
+
+Deno.test("ws: a drain closes a socket that holds no subscription too", async () => {
+  await withWs({}, async (ctx, open) => {
+    const idle = await open(); // the only socket: no spy or consumer hears the drain for it
+    assertEquals((await ctx.call("POST", "/api/drain")).status, 200);
+    const ev = await idle.closed;
+    assertEquals([ev.code, ev.reason], [1001, "The broker is draining"]);
+  });
+});
