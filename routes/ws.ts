@@ -79,6 +79,9 @@ function upgrade(req: Request, ctx: Ctx, pingMs: number, maxBuffered: number): R
   return up.response;
 }
 
+/** Spy frames by feed event and pattern: every socket on a pattern sends the same text. */
+const SPY_FRAMES = new WeakMap<FeedEvent, Map<string, string>>();
+
 /** A spy subscription: the function that unsubscribes it from the feed. */
 interface Spy {
   off: () => void;
@@ -114,6 +117,24 @@ class Session {
    * Sends a message heard on `subscription`; false (and nothing sent) when `bounded` and more
    * than the bound already waits in the socket's send buffer.
    */
+  /** Sends a spied message; its frame text is built once for every socket on the pattern. */
+  #sendSpied(pattern: string, e: FeedEvent, h: Handed): boolean {
+    if (this.socket.bufferedAmount > this.maxBuffered) return false;
+    let byPattern = SPY_FRAMES.get(e);
+    if (!byPattern) SPY_FRAMES.set(e, byPattern = new Map());
+    let text = byPattern.get(pattern);
+    if (text === undefined) {
+      const frame: WsServerFrame = {
+        type: "message",
+        subscription: pattern,
+        message: messageJson(h),
+      };
+      byPattern.set(pattern, text = JSON.stringify(frame));
+    }
+    if (this.socket.readyState === WebSocket.OPEN) this.socket.send(text);
+    return true;
+  }
+
   deliver(subscription: string, h: Handed, bounded: boolean): boolean {
     if (bounded && this.socket.bufferedAmount > this.maxBuffered) return false;
     this.send({ type: "message", subscription, message: messageJson(h) });
@@ -201,7 +222,7 @@ class Session {
       case "closed":
         return this.#drained();
     }
-    if (!this.deliver(pattern, h, true)) {
+    if (!this.#sendSpied(pattern, e, h)) {
       spy.off();
       this.#spies.delete(pattern);
       const waiting = this.socket.bufferedAmount;
