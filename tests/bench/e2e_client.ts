@@ -12,6 +12,8 @@
  *   deno run -A tests/bench/e2e_client.ts sse URL TOPIC STREAMS EXPECTED DEADLINE_S
  *     opens STREAMS event streams (GET /stream/TOPIC) and reads each until it has EXPECTED
  *     non-warm-up messages or DEADLINE_S passes; reports receive minus send time over all.
+ *   deno run -A tests/bench/e2e_client.ts ws URL TOPIC STREAMS EXPECTED DEADLINE_S
+ *     the same over STREAMS WebSockets (GET /ws), each a spy subscription on TOPIC.
  *   pub takes an optional 6th argument: the payload size in bytes (default 1024).
  *
  * Each prints one JSON line on stdout. Clocks are `performance.timeOrigin + performance.now()`,
@@ -196,18 +198,105 @@ async function sse(
   }));
 }
 
+/** A masked client text frame (RFC 6455 §5.2); `text` is short (< 126 bytes). */
+function maskedText(text: string): Uint8Array {
+  const payload = new TextEncoder().encode(text);
+  const mask = crypto.getRandomValues(new Uint8Array(4));
+  const out = new Uint8Array(6 + payload.length);
+  out[0] = 0x81;
+  out[1] = 0x80 | payload.length;
+  out.set(mask, 2);
+  for (let i = 0; i < payload.length; i++) out[6 + i] = payload[i]! ^ mask[i % 4]!;
+  return out;
+}
+
+/**
+ * WS fan-out: STREAMS raw-TCP WebSocket clients, each subscribed (spy) to TOPIC; like `sse`,
+ * each read is scanned for the send-time stamps whatever the frame boundaries.
+ */
+async function ws(
+  url: string,
+  topic: string,
+  streams: number,
+  expected: number,
+  deadlineS: number,
+) {
+  const latencies: number[] = [];
+  let warm = 0, failed = 0, complete = 0;
+  const { hostname, port } = new URL(url);
+  const deadline = now() + deadlineS * 1000;
+  const key = btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(16))));
+  const upgrade = new TextEncoder().encode(
+    `GET /ws HTTP/1.1\r\nHost: ${hostname}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+      `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+  );
+  const one = async () => {
+    let got = 0, tail = "", subscribed = false;
+    const conn = await Deno.connect({ hostname, port: Number(port) });
+    const timer = setTimeout(() => conn.close(), Math.max(0, deadline - now()));
+    try {
+      await conn.write(upgrade);
+      const buf = new Uint8Array(256 * 1024);
+      const decoder = new TextDecoder();
+      while (got < expected) {
+        const n = await conn.read(buf);
+        if (n === null) break;
+        const at = now();
+        const text = tail + decoder.decode(buf.subarray(0, n), { stream: true });
+        if (!subscribed && text.includes("\r\n\r\n")) {
+          subscribed = true;
+          await conn.write(maskedText(JSON.stringify({ type: "subscribe", topic })));
+        }
+        STAMP.lastIndex = 0;
+        let end = 0;
+        for (let m = STAMP.exec(text); m; m = STAMP.exec(text)) {
+          end = STAMP.lastIndex;
+          if (m[2] === "1") warm++;
+          else {
+            latencies.push(at - Number(m[1]));
+            got++;
+          }
+        }
+        tail = text.slice(Math.max(end, text.length - 64));
+      }
+      if (got >= expected) complete++;
+      else failed++;
+    } catch {
+      failed++;
+    } finally {
+      clearTimeout(timer);
+      try {
+        conn.close();
+      } catch { /* closed at the deadline */ }
+    }
+  };
+  await Promise.all(Array.from({ length: streams }, one));
+  latencies.sort((a, b) => a - b);
+  console.log(JSON.stringify({
+    received: latencies.length,
+    complete,
+    warm,
+    failed,
+    p50_ms: percentile(latencies, 50),
+    p99_ms: percentile(latencies, 99),
+    max_ms: latencies.at(-1) ?? NaN,
+  }));
+}
+
 const [role, url, topic, a, b, c, d] = Deno.args;
 if (role === "pub" && url && topic) {
   if (d) payloadBytes = Number(d);
   await pub(url, topic, Number(a), Number(b), Number(c));
 } else if (role === "sse" && url && topic) {
   await sse(url, topic, Number(a), Number(b), Number(c));
+} else if (role === "ws" && url && topic) {
+  await ws(url, topic, Number(a), Number(b), Number(c));
 } else if (role === "sub" && url && topic) {
   await sub(url, topic, Number(a), Number(b));
 } else {
   console.error(
     "usage: e2e_client.ts pub URL TOPIC RATE WARM_S RUN_S [BYTES] | sub URL TOPIC N DEADLINE_S" +
-      " | sse URL TOPIC STREAMS N DEADLINE_S",
+      " | sse|ws URL TOPIC STREAMS N DEADLINE_S",
   );
   Deno.exit(2);
 }

@@ -17,8 +17,9 @@
  *            one) and limit=100 (batch ack). Target: limit=100 ≥ 3 × publish msg/s at 64 conns.
  *   e2e      2,000 msg/s published by one process, long-polled (timeout=5s, limit=100,
  *            auto_ack) by another; send→receive latency p50/p99. Target: p99 ≤ 10 ms.
- *   fanout   2,000 msg/s of 128 B published by one process to 100 SSE streams (GET /stream) read
- *            by another; send→receive latency p50/p99 over every event, and the broker's CPU.
+ *   fanout   2,000 msg/s of 128 B published by one process to 100 SSE streams (GET /stream),
+ *            then to 100 WebSocket spies (GET /ws), read over raw TCP by another process;
+ *            send→receive latency p50/p99 over every event, and the broker's CPU.
  *            Target: p99 ≤ 10 ms.
  *   rss      broker VmRSS holding 100,000 messages of 1 KiB. Target: ≤ 2.5 × 100,000 × 1024 B.
  *   large    RSS holding 10,000 messages of 2 MiB (their payloads stay in the WAL file), and
@@ -920,6 +921,11 @@ const FANOUT_BYTES = 128;
 const TICKS_PER_S = 100;
 
 async function fanout(o: Options, p: Plan): Promise<void> {
+  await fanoutRow(o, p, "sse");
+  await fanoutRow(o, p, "ws");
+}
+
+async function fanoutRow(o: Options, p: Plan, kind: "sse" | "ws"): Promise<void> {
   await withBroker(o, 1_000_000, async (b) => {
     const topic = "fanout";
     const client = join(HERE, "e2e_client.ts");
@@ -940,7 +946,7 @@ async function fanout(o: Options, p: Plan): Promise<void> {
     await created.body?.cancel();
     await quiet();
     const subOut = run([
-      "sse",
+      kind,
       b.url,
       topic,
       String(p.fanoutStreams),
@@ -952,7 +958,7 @@ async function fanout(o: Options, p: Plan): Promise<void> {
     for (let waited = 0;; waited += POLL_MS) {
       const text = await (await fetch(`${b.url}/metrics`)).text();
       if (Number(subscribed.exec(text)?.[1] ?? 0) >= p.fanoutStreams) break;
-      if (waited > 30_000) throw new Error("the SSE streams did not all open within 30 s");
+      if (waited > 30_000) throw new Error(`the ${kind} streams did not all open within 30 s`);
       await sleep(POLL_MS);
     }
     const cpu0 = await procTicks(b.pid);
@@ -973,13 +979,15 @@ async function fanout(o: Options, p: Plan): Promise<void> {
     const cpuShare = (await procTicks(b.pid) - cpu0) / TICKS_PER_S /
       ((performance.now() - t0) / 1000);
     const events = expected * p.fanoutStreams;
-    log(`fanout: p50 ${subR.p50_ms.toFixed(2)} ms p99 ${subR.p99_ms.toFixed(2)} ms`);
+    log(`fanout ${kind}: p50 ${subR.p50_ms.toFixed(2)} ms p99 ${subR.p99_ms.toFixed(2)} ms`);
     const complete = subR.received === events && pubR.failed === 0;
     row({
-      section: "8",
-      measure: `SSE fan-out, ${
+      section: kind === "sse" ? "8a" : "8b",
+      measure: `${kind === "sse" ? "SSE" : "WebSocket"} fan-out, ${
         int(p.e2eRate)
-      } msg/s of ${FANOUT_BYTES} B to ${p.fanoutStreams} streams`,
+      } msg/s of ${FANOUT_BYTES} B to ${p.fanoutStreams} ${
+        kind === "sse" ? "streams" : "spy sockets"
+      }`,
       conns: String(p.fanoutStreams),
       result: `${int(subR.received)} events`,
       p50: `${subR.p50_ms.toFixed(2)} ms`,
