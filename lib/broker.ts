@@ -126,11 +126,6 @@ export class Broker implements BrokerContext {
     return this.#topics.get(name);
   }
 
-  /** Every topic, by name. */
-  listTopics(): Topic[] {
-    return [...this.#topics.values()].sort((a, b) => a.name < b.name ? -1 : 1);
-  }
-
   /** Creates a topic in advance; 409 when it exists. */
   createTopic(name: string, opts: TopicOptions): Promise<Topic> {
     this.#gate();
