@@ -130,30 +130,31 @@ async function sub(url: string, topic: string, expected: number, deadlineS: numb
 const STAMP = /\\"t\\":([\d.]+),\\"w\\":(\d)/g;
 
 /**
- * Reads STREAMS event streams over raw TCP (fetch's body streams cost more per event than the
- * broker does, and the reader would measure itself): each read is scanned for the send-time
- * stamps in the payloads, whatever the event and chunk boundaries.
+ * Reads STREAMS connections over raw TCP (fetch's body streams cost more per event than the
+ * broker does, and the reader would measure itself). Each connection sends `request`, then, once
+ * the response head has arrived, `afterHead` (a WebSocket's subscribe frame); every read is
+ * scanned for the send-time stamps in the payloads, whatever the event, frame and chunk
+ * boundaries. Prints one JSON line.
  */
-async function sse(
+async function readStamps(
   url: string,
-  topic: string,
   streams: number,
   expected: number,
   deadlineS: number,
+  request: string,
+  afterHead?: Uint8Array,
 ) {
   const latencies: number[] = [];
   let warm = 0, failed = 0, complete = 0;
   const { hostname, port } = new URL(url);
   const deadline = now() + deadlineS * 1000;
-  const request = new TextEncoder().encode(
-    `GET /stream/${topic} HTTP/1.1\r\nHost: ${hostname}\r\nAccept: text/event-stream\r\n\r\n`,
-  );
+  const head = new TextEncoder().encode(request);
   const one = async () => {
-    let got = 0, tail = "";
+    let got = 0, tail = "", started = !afterHead;
     const conn = await Deno.connect({ hostname, port: Number(port) });
     const timer = setTimeout(() => conn.close(), Math.max(0, deadline - now()));
     try {
-      await conn.write(request);
+      await conn.write(head);
       const buf = new Uint8Array(256 * 1024);
       const decoder = new TextDecoder();
       while (got < expected) {
@@ -161,6 +162,10 @@ async function sse(
         if (n === null) break;
         const at = now();
         const text = tail + decoder.decode(buf.subarray(0, n), { stream: true });
+        if (!started && text.includes("\r\n\r\n")) {
+          started = true;
+          await conn.write(afterHead!);
+        }
         STAMP.lastIndex = 0;
         let end = 0;
         for (let m = STAMP.exec(text); m; m = STAMP.exec(text)) {
@@ -210,77 +215,22 @@ function maskedText(text: string): Uint8Array {
   return out;
 }
 
-/**
- * WS fan-out: STREAMS raw-TCP WebSocket clients, each subscribed (spy) to TOPIC; like `sse`,
- * each read is scanned for the send-time stamps whatever the frame boundaries.
- */
-async function ws(
-  url: string,
-  topic: string,
-  streams: number,
-  expected: number,
-  deadlineS: number,
-) {
-  const latencies: number[] = [];
-  let warm = 0, failed = 0, complete = 0;
-  const { hostname, port } = new URL(url);
-  const deadline = now() + deadlineS * 1000;
+/** SSE fan-out: STREAMS event streams of TOPIC. */
+function sse(url: string, topic: string, streams: number, expected: number, deadlineS: number) {
+  const { hostname } = new URL(url);
+  const request =
+    `GET /stream/${topic} HTTP/1.1\r\nHost: ${hostname}\r\nAccept: text/event-stream\r\n\r\n`;
+  return readStamps(url, streams, expected, deadlineS, request);
+}
+
+/** WS fan-out: STREAMS WebSockets, each a spy subscription on TOPIC. */
+function ws(url: string, topic: string, streams: number, expected: number, deadlineS: number) {
+  const { hostname } = new URL(url);
   const key = btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(16))));
-  const upgrade = new TextEncoder().encode(
-    `GET /ws HTTP/1.1\r\nHost: ${hostname}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-      `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`,
-  );
-  const one = async () => {
-    let got = 0, tail = "", subscribed = false;
-    const conn = await Deno.connect({ hostname, port: Number(port) });
-    const timer = setTimeout(() => conn.close(), Math.max(0, deadline - now()));
-    try {
-      await conn.write(upgrade);
-      const buf = new Uint8Array(256 * 1024);
-      const decoder = new TextDecoder();
-      while (got < expected) {
-        const n = await conn.read(buf);
-        if (n === null) break;
-        const at = now();
-        const text = tail + decoder.decode(buf.subarray(0, n), { stream: true });
-        if (!subscribed && text.includes("\r\n\r\n")) {
-          subscribed = true;
-          await conn.write(maskedText(JSON.stringify({ type: "subscribe", topic })));
-        }
-        STAMP.lastIndex = 0;
-        let end = 0;
-        for (let m = STAMP.exec(text); m; m = STAMP.exec(text)) {
-          end = STAMP.lastIndex;
-          if (m[2] === "1") warm++;
-          else {
-            latencies.push(at - Number(m[1]));
-            got++;
-          }
-        }
-        tail = text.slice(Math.max(end, text.length - 64));
-      }
-      if (got >= expected) complete++;
-      else failed++;
-    } catch {
-      failed++;
-    } finally {
-      clearTimeout(timer);
-      try {
-        conn.close();
-      } catch { /* closed at the deadline */ }
-    }
-  };
-  await Promise.all(Array.from({ length: streams }, one));
-  latencies.sort((a, b) => a - b);
-  console.log(JSON.stringify({
-    received: latencies.length,
-    complete,
-    warm,
-    failed,
-    p50_ms: percentile(latencies, 50),
-    p99_ms: percentile(latencies, 99),
-    max_ms: latencies.at(-1) ?? NaN,
-  }));
+  const request = `GET /ws HTTP/1.1\r\nHost: ${hostname}\r\nUpgrade: websocket\r\n` +
+    `Connection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`;
+  const subscribe = maskedText(JSON.stringify({ type: "subscribe", topic }));
+  return readStamps(url, streams, expected, deadlineS, request, subscribe);
 }
 
 const [role, url, topic, a, b, c, d] = Deno.args;

@@ -851,22 +851,30 @@ async function consume(o: Options, p: Plan): Promise<void> {
   }
 }
 
+/** Runs tests/bench/e2e_client.ts with `args` as its own process; resolves with its output. */
+function runClient(args: string[]): Promise<Deno.CommandOutput> {
+  const client = join(HERE, "e2e_client.ts");
+  return track(
+    new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", client, ...args],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn(),
+  ).output();
+}
+
+/** The last JSON line a client printed. */
+async function clientResult(out: Promise<Deno.CommandOutput>) {
+  return JSON.parse(new TextDecoder().decode((await out).stdout).trim().split("\n").at(-1) ?? "{}");
+}
+
 async function e2e(o: Options, p: Plan): Promise<void> {
   await withBroker(o, 1_000_000, async (b) => {
-    const client = join(HERE, "e2e_client.ts");
     const expected = Math.round(p.e2eRate * p.e2eRunS);
-    const run = (args: string[]) =>
-      track(
-        new Deno.Command(Deno.execPath(), {
-          args: ["run", "-A", client, ...args],
-          stdin: "null",
-          stdout: "piped",
-          stderr: "inherit",
-        }).spawn(),
-      ).output();
     await quiet();
     const fs0 = await fsyncHistogram(b.url);
-    const subOut = run([
+    const subOut = runClient([
       "sub",
       b.url,
       "e2e",
@@ -874,7 +882,7 @@ async function e2e(o: Options, p: Plan): Promise<void> {
       String(p.e2eWarmS + p.e2eRunS + 30),
     ]);
     await sleep(500); // let the consumer start and park its first long-poll
-    const pubOut = run([
+    const pubOut = runClient([
       "pub",
       b.url,
       "e2e",
@@ -882,10 +890,8 @@ async function e2e(o: Options, p: Plan): Promise<void> {
       String(p.e2eWarmS),
       String(p.e2eRunS),
     ]);
-    const parse = async (out: Promise<Deno.CommandOutput>) =>
-      JSON.parse(new TextDecoder().decode((await out).stdout).trim().split("\n").at(-1) ?? "{}");
-    const pubR = await parse(pubOut);
-    const subR = await parse(subOut);
+    const pubR = await clientResult(pubOut);
+    const subR = await clientResult(subOut);
     const fs1 = await fsyncHistogram(b.url);
     log(
       `e2e: p50 ${subR.p50_ms.toFixed(2)} ms p99 ${
@@ -928,24 +934,14 @@ async function fanout(o: Options, p: Plan): Promise<void> {
 async function fanoutRow(o: Options, p: Plan, kind: "sse" | "ws"): Promise<void> {
   await withBroker(o, 1_000_000, async (b) => {
     const topic = "fanout";
-    const client = join(HERE, "e2e_client.ts");
     const expected = Math.round(p.e2eRate * p.e2eRunS);
-    const run = (args: string[]) =>
-      track(
-        new Deno.Command(Deno.execPath(), {
-          args: ["run", "-A", client, ...args],
-          stdin: "null",
-          stdout: "piped",
-          stderr: "inherit",
-        }).spawn(),
-      ).output();
     const created = await fetch(`${b.url}/api/topics`, {
       method: "POST",
       body: JSON.stringify({ name: topic }),
     });
     await created.body?.cancel();
     await quiet();
-    const subOut = run([
+    const subOut = runClient([
       kind,
       b.url,
       topic,
@@ -963,7 +959,7 @@ async function fanoutRow(o: Options, p: Plan, kind: "sse" | "ws"): Promise<void>
     }
     const cpu0 = await procTicks(b.pid);
     const t0 = performance.now();
-    const pubOut = run([
+    const pubOut = runClient([
       "pub",
       b.url,
       topic,
@@ -972,10 +968,8 @@ async function fanoutRow(o: Options, p: Plan, kind: "sse" | "ws"): Promise<void>
       String(p.e2eRunS),
       String(FANOUT_BYTES),
     ]);
-    const parse = async (out: Promise<Deno.CommandOutput>) =>
-      JSON.parse(new TextDecoder().decode((await out).stdout).trim().split("\n").at(-1) ?? "{}");
-    const pubR = await parse(pubOut);
-    const subR = await parse(subOut);
+    const pubR = await clientResult(pubOut);
+    const subR = await clientResult(subOut);
     const cpuShare = (await procTicks(b.pid) - cpu0) / TICKS_PER_S /
       ((performance.now() - t0) / 1000);
     const events = expected * p.fanoutStreams;
