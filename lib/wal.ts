@@ -533,12 +533,14 @@ export class FileWal implements Wal {
       };
       this.#payloads = next;
       next = undefined;
+      // The new numbering starts in the same turn as the new generation: a record appended
+      // during the await below must not pair the new generation with an old-file offset.
       this.generation++;
+      this.bytes = size + sum(this.#queue);
       await syncDir(this.dir);
       this.#file?.close();
       this.#file = tmp;
       tmp = undefined;
-      this.bytes = size + sum(this.#queue);
       this.#resolve(taken);
       taken = undefined;
     } catch (e) {

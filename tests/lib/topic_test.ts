@@ -1,8 +1,10 @@
-import { assertEquals } from "../_support/assert.ts";
+import { FileWal } from "../../lib/wal.ts";
+import { silentLogger } from "../../lib/log.ts";
+import { Topic, topicSettings } from "../../lib/topic.ts";
+import { assert, assertEquals } from "../_support/assert.ts";
 import { IDEMPOTENCY_WINDOW_MS as W } from "../../lib/config.ts";
 import { keySize } from "../../lib/idempotency.ts";
 import { heldSize, MemoryBudget } from "../../lib/memory.ts";
-import type { Topic } from "../../lib/topic.ts";
 import { MemoryWal } from "../../lib/wal.ts";
 import {
   decodeRecord,
@@ -264,4 +266,42 @@ Deno.test("Topic.snapshot() keeps the key of a message acked while the snapshot 
   for (const f of frames) copy.apply(decodeRecord(f.subarray(FRAME_HEADER_BYTES)), T0, f.length);
   assertEquals([...copy.messages.keys()], ["other"], "the acked message is not rewritten");
   assertEquals(copy.keys.lookup("k-1", T0)?.id, "keyed", "but its key survives for its window");
+});
+
+Deno.test("Topic payloads on disk read back right when publishes race a compaction's swap", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "ferry-twin-" });
+  const wal = new FileWal(`${dir}/t.wal`, dir, 0, { fsync: "always", log: silentLogger });
+  const topic = new Topic("t", topicSettings({}, T0), wal, new MemoryBudget(Infinity), 1);
+  const body = (i: number) => new TextEncoder().encode(`payload ${i} `.repeat(200));
+  let raced = 0;
+  for (let round = 0; round < 5; round++) {
+    // Garbage first, so the compaction has work: publishes acked at once.
+    for (let i = 0; i < 20; i++) {
+      const id = `old-${round}-${i}`;
+      await put(topic, id, body(i), T0);
+      await topic.commit({ type: RecordType.Ack, seq: topic.nextSeq(), group: "", ids: [id] }, T0);
+    }
+    // Publish on every timer turn while the compaction runs, through all of its awaits.
+    let compacting = true;
+    const published: Promise<void>[] = [];
+    const racing = (async () => {
+      for (let i = 0; compacting; i++) {
+        published.push(put(topic, `new-${round}-${i}`, body(i), T0));
+        await new Promise((r) => setTimeout(r, 0));
+      }
+    })();
+    await wal.compact(() => topic.snapshot(T0));
+    topic.relocate();
+    compacting = false;
+    await racing;
+    await Promise.all(published);
+    raced += published.length;
+  }
+  assert(raced > 5, `${raced} publishes raced the compactions`);
+  for (const msg of topic.messages.values()) {
+    const i = Number(msg.id.split("-")[2]);
+    assertEquals(new TextDecoder().decode(msg.payload), new TextDecoder().decode(body(i)), msg.id);
+  }
+  await wal.close();
+  await Deno.remove(dir, { recursive: true });
 });
