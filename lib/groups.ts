@@ -7,7 +7,7 @@ import type { BrokerContext } from "./context.ts";
 import { BrokerError } from "./errors.ts";
 import type { Group } from "./group.ts";
 import { checkName } from "./names.ts";
-import { DEFAULT_GROUP, type Topic } from "./topic.ts";
+import { DEFAULT_GROUP, isWebhookGroup, type Topic } from "./topic.ts";
 import { RecordType } from "./wal_record.ts";
 
 /** The group of a topic, created (and recorded) when missing. */
@@ -42,12 +42,14 @@ export async function createGroup(
   return g;
 }
 
-/** The named groups of a topic (not the default one); 404 when there is no such topic. */
+/** The named groups of a topic (not the default one, nor webhooks'); 404 when there is no such topic. */
 export function listGroups(ctx: BrokerContext, name: string): Group[] {
   checkName(name, "topic");
   const topic = ctx.findTopic(name);
   if (!topic) {
     throw new BrokerError("not_found", `Cannot list groups of "${name}": no such topic`);
   }
-  return [...topic.groups.values()].filter((g) => g.name !== DEFAULT_GROUP);
+  return [...topic.groups.values()].filter((g) =>
+    g.name !== DEFAULT_GROUP && !isWebhookGroup(g.name)
+  );
 }

@@ -6,7 +6,13 @@
 
 import { DLQ_SUFFIX } from "./config.ts";
 import type { Group } from "./group.ts";
-import { DEFAULT_GROUP, type Topic, type TopicCounters, zeroCounters } from "./topic.ts";
+import {
+  DEFAULT_GROUP,
+  isWebhookGroup,
+  type Topic,
+  type TopicCounters,
+  zeroCounters,
+} from "./topic.ts";
 
 /** One group's queue figures. */
 export interface GroupFigures {
@@ -25,7 +31,7 @@ export interface TopicFigures extends GroupFigures {
   heldBytes: number;
   /** Messages in `{topic}.dlq`. */
   dlqDepth: number;
-  /** Named groups (not the default one). */
+  /** Named groups (not the default one, nor webhooks'). */
   groupNames: string[];
   /** Every group, the default one ("") first. */
   groups: GroupFigures[];
@@ -74,7 +80,9 @@ export class Stats {
       held: t.messages.size,
       heldBytes: t.heldBytes,
       dlqDepth: this.findTopic(t.name + DLQ_SUFFIX)?.messages.size ?? 0,
-      groupNames: groups.map((g) => g.name).filter((n) => n !== DEFAULT_GROUP),
+      groupNames: groups.map((g) => g.name).filter((n) =>
+        n !== DEFAULT_GROUP && !isWebhookGroup(n)
+      ),
       groups,
       counters: t.counters,
     };

@@ -18,6 +18,7 @@ import {
   type PublishRecord,
   RecordType,
   type WalRecord,
+  type WebhookRecord,
 } from "./wal_record.ts";
 
 /** A topic's own settings, kept in its META record. 0 means "the broker default". */
@@ -92,6 +93,29 @@ export function originGroups(origin: string | undefined): string[] | undefined {
   return origin === undefined ? undefined : origin.split(",");
 }
 
+/** A registered webhook, as its WEBHOOK record keeps it. */
+export interface WebhookSpec {
+  id: string;
+  url: string;
+  /** "" when unsigned. */
+  secret: string;
+  createdAt: number;
+  /** Bytes of the WEBHOOK record that stands for it in the WAL. */
+  frameBytes: number;
+}
+
+const WEBHOOK_GROUP_PREFIX = "webhook:";
+
+/** The group of webhook `id`: a name no client can give a group (":" is not allowed). */
+export function webhookGroup(id: string): string {
+  return WEBHOOK_GROUP_PREFIX + id;
+}
+
+/** Whether a group belongs to a webhook. */
+export function isWebhookGroup(name: string): boolean {
+  return name.startsWith(WEBHOOK_GROUP_PREFIX);
+}
+
 /** The default group's name. */
 export const DEFAULT_GROUP = "";
 
@@ -100,6 +124,8 @@ export class Topic {
   seq = 0;
   readonly messages = new Map<string, StoredMessage>();
   readonly groups = new Map<string, Group>();
+  /** Registered webhooks by id; each has its own group (webhookGroup(id)). */
+  readonly webhooks = new Map<string, WebhookSpec>();
   readonly expiry = new Heap<StoredMessage>();
   /** Idempotency keys in publish order, for their window. */
   readonly keys = new IdempotencyKeys((bytes) => this.#hold(bytes));
@@ -235,7 +261,43 @@ export class Topic {
         this.messages.clear();
         this.expiry.clear();
         break;
+      case RecordType.Webhook:
+        if (r.active) this.#addWebhook(r, size);
+        else this.#removeWebhook(r.id);
+        break;
     }
+  }
+
+  /** A webhook and its own group, which gets what is published from now on. */
+  #addWebhook(r: WebhookRecord, size: number): void {
+    const before = this.webhooks.get(r.id);
+    this.liveBytes += size - (before?.frameBytes ?? 0);
+    this.webhooks.set(r.id, {
+      id: r.id,
+      url: r.url,
+      secret: r.secret,
+      createdAt: r.createdAt,
+      frameBytes: size,
+    });
+    const name = webhookGroup(r.id);
+    if (!this.groups.has(name)) this.groups.set(name, new Group(name, r.createdAt));
+  }
+
+  /** A removed webhook's group goes, with what it held (messages no other group holds leave). */
+  #removeWebhook(id: string): void {
+    const hook = this.webhooks.get(id);
+    if (!hook) return;
+    this.webhooks.delete(id);
+    this.liveBytes -= hook.frameBytes;
+    const g = this.groups.get(webhookGroup(id));
+    if (!g) return;
+    if (g.held) {
+      for (const msg of [...this.messages.values()]) {
+        const d = msg.deliveryOf(g);
+        if (d) this.#release(g, d);
+      }
+    }
+    this.groups.delete(g.name);
   }
 
   #applyPublish(r: PublishRecord, now: number, size: number, disk?: PayloadLocation): void {
@@ -400,8 +462,15 @@ export class Topic {
     const head = [encodeRecord({ type: RecordType.Meta, seq: this.seq, ...s })];
     this.liveBytes += head[0]!.length - this.#metaBytes;
     this.#metaBytes = head[0]!.length;
+    for (const hook of this.webhooks.values()) {
+      const f = encodeRecord({ type: RecordType.Webhook, seq: this.seq, active: true, ...hook });
+      this.liveBytes += f.length - hook.frameBytes;
+      hook.frameBytes = f.length;
+      head.push(f);
+    }
     for (const g of this.groups.values()) {
-      if (g.name === DEFAULT_GROUP) continue;
+      // A webhook's group comes back with its WEBHOOK record.
+      if (g.name === DEFAULT_GROUP || isWebhookGroup(g.name)) continue;
       head.push(
         encodeRecord({
           type: RecordType.Group,

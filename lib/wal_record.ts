@@ -19,6 +19,9 @@
  *   REMOVE   n u32 × id str                    (gone from every group: drop-oldest, moved)
  *   KEY      key str | id str | at time        (an idempotency key kept across compaction)
  *   PURGE    (nothing)                         (every message gone, groups kept)
+ *   WEBHOOK  id str | url str | secret str | createdAt time | active u8
+ *            (a webhook registered, with its own group `webhook:<id>`; active 0: removed,
+ *            its group and what the group held gone)
  */
 
 import { crc32 } from "node:zlib";
@@ -44,6 +47,7 @@ export const enum RecordType {
   Remove = 6,
   Key = 7,
   Purge = 8,
+  Webhook = 9,
 }
 
 export type Policy = "reject" | "drop-oldest";
@@ -127,6 +131,18 @@ export interface PurgeRecord {
   seq: number;
 }
 
+export interface WebhookRecord {
+  type: RecordType.Webhook;
+  seq: number;
+  id: string;
+  url: string;
+  /** "" when the webhook is not signed. */
+  secret: string;
+  createdAt: number;
+  /** False: the webhook was removed. */
+  active: boolean;
+}
+
 export type WalRecord =
   | MetaRecord
   | PublishRecord
@@ -135,7 +151,8 @@ export type WalRecord =
   | RequeueRecord
   | RemoveRecord
   | KeyRecord
-  | PurgeRecord;
+  | PurgeRecord
+  | WebhookRecord;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -210,6 +227,9 @@ export function frameSize(r: WalRecord): number {
       size += strBytes(r.key) + strBytes(r.id) + 8;
       break;
     case RecordType.Purge:
+      break;
+    case RecordType.Webhook:
+      size += strBytes(r.id) + strBytes(r.url) + strBytes(r.secret) + 8 + 1;
       break;
   }
   return size;
@@ -286,6 +306,13 @@ export function encodeRecordInto(
       w.f64(r.at);
       break;
     case RecordType.Purge:
+      break;
+    case RecordType.Webhook:
+      w.str(r.id);
+      w.str(r.url);
+      w.str(r.secret);
+      w.f64(r.createdAt);
+      w.u8(r.active ? 1 : 0);
       break;
   }
   const bodyStart = at + FRAME_HEADER_BYTES;
@@ -406,6 +433,16 @@ export function decodeRecordAt(
       return { type, seq, key: r.str(), id: r.str(), at: r.f64() };
     case RecordType.Purge:
       return { type, seq };
+    case RecordType.Webhook:
+      return {
+        type,
+        seq,
+        id: r.str(),
+        url: r.str(),
+        secret: r.str(),
+        createdAt: r.f64(),
+        active: r.u8() === 1,
+      };
     default:
       throw new Error(`unknown record type ${type}`);
   }

@@ -206,7 +206,7 @@ async function resync(win: Window, from: number): Promise<number> {
     if (len < MIN_BODY_BYTES || len > MAX_RECORD_BYTES) continue;
     if (at + FRAME_HEADER_BYTES + len > win.size) continue;
     const type = win.byte(at + FRAME_HEADER_BYTES);
-    if (type < RecordType.Meta || type > RecordType.Purge) continue;
+    if (type < RecordType.Meta || type > RecordType.Webhook) continue;
     if (win.byte(at + FRAME_HEADER_BYTES + 1) !== RECORD_VERSION) continue;
     if (typeof await frameAt(win, at) !== "number") continue;
     try {

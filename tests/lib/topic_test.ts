@@ -1,6 +1,6 @@
 import { FileWal } from "../../lib/wal.ts";
 import { silentLogger } from "../../lib/log.ts";
-import { Topic, topicSettings } from "../../lib/topic.ts";
+import { Topic, topicSettings, webhookGroup } from "../../lib/topic.ts";
 import { assert, assertEquals } from "../_support/assert.ts";
 import { IDEMPOTENCY_WINDOW_MS as W } from "../../lib/config.ts";
 import { keySize } from "../../lib/idempotency.ts";
@@ -304,4 +304,53 @@ Deno.test("Topic payloads on disk read back right when publishes race a compacti
   }
   await wal.close();
   await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("Topic.apply() WEBHOOK adds a webhook with its own group; removing it drops the group", async () => {
+  const topic = memTopic();
+  await put(topic, "before", "b", T0);
+  const hook = (active: boolean, seq: number) => ({
+    type: RecordType.Webhook as const,
+    seq,
+    id: "h1",
+    url: "http://127.0.0.1:9/hook",
+    secret: "",
+    createdAt: T0 + 1,
+    active,
+  });
+  await topic.commit(hook(true, topic.nextSeq()), T0 + 1);
+  const g = topic.groups.get(webhookGroup("h1"))!;
+  assertEquals([g.createdAt, topic.webhooks.get("h1")?.url], [T0 + 1, "http://127.0.0.1:9/hook"]);
+  await put(topic, "after", "a", T0 + 2);
+  assertEquals([g.readyCount, topic.defaultGroup.readyCount], [1, 2], "only what came after");
+  // The default group acks "after": the webhook's copy alone keeps it.
+  await topic.commit({ type: RecordType.Ack, seq: topic.nextSeq(), group: "", ids: ["after"] }, T0);
+  assertEquals(topic.messages.has("after"), true);
+  const live = topic.liveBytes;
+  await topic.commit(hook(false, topic.nextSeq()), T0 + 3);
+  assertEquals([topic.groups.has(webhookGroup("h1")), topic.webhooks.size], [false, 0]);
+  assertEquals([...topic.messages.keys()], ["before"], "what only the webhook held is gone");
+  assert(topic.liveBytes < live, "its record no longer counts as live");
+});
+
+Deno.test("Topic.snapshot() keeps webhooks and what their groups hold", async () => {
+  const topic = memTopic();
+  await topic.commit({
+    type: RecordType.Webhook,
+    seq: topic.nextSeq(),
+    id: "h1",
+    url: "https://example.com/hook",
+    secret: "s3cret",
+    createdAt: T0,
+    active: true,
+  }, T0);
+  await put(topic, "m", "x", T0);
+  const copy = memTopic();
+  for (const chunk of topic.snapshot(T0)) {
+    for (const f of chunk) copy.apply(decodeRecord(f.subarray(FRAME_HEADER_BYTES)), T0, f.length);
+  }
+  assertEquals(copy.webhooks.get("h1")?.secret, "s3cret");
+  assertEquals(copy.groups.get(webhookGroup("h1"))?.readyCount, 1);
+  assertEquals([...copy.groups.keys()], ["", webhookGroup("h1")], "no GROUP record twice");
+  assertEquals(copy.liveBytes, topic.liveBytes);
 });

@@ -71,6 +71,24 @@ const records: WalRecord[] = [
   { type: RecordType.Remove, seq: 7, ids: ["x"] },
   { type: RecordType.Key, seq: 8, key: "k", id: "a", at: 3 },
   { type: RecordType.Purge, seq: 9 },
+  {
+    type: RecordType.Webhook,
+    seq: 10,
+    id: "0193a0b1-hook",
+    url: "https://example.com/hook?x=1",
+    secret: "whsec_c2VjcmV0",
+    createdAt: 4,
+    active: true,
+  },
+  {
+    type: RecordType.Webhook,
+    seq: 11,
+    id: "0193a0b1-hook",
+    url: "",
+    secret: "",
+    createdAt: 5,
+    active: false,
+  },
 ];
 
 Deno.test("encodeRecord()/decodeRecord() round-trip every record type", () => {
