@@ -5,6 +5,7 @@
 
 import { type ApiKey, KeyRing, parseKeyFile, parseKeyList } from "./lib/auth.ts";
 import { Broker, type OpenOptions } from "./lib/broker.ts";
+import type { WebhookSend } from "./lib/webhooks/pusher.ts";
 import { type Config, ConfigError } from "./lib/config.ts";
 import type { Logger } from "./lib/log.ts";
 import { Metrics } from "./routes/metrics.ts";
@@ -42,6 +43,45 @@ export async function readKeys(config: Config): Promise<ApiKey[]> {
   return keys;
 }
 
+/** How long a webhook endpoint may take to answer (CONTRACT: any 2xx within 15 s). */
+export const WEBHOOK_TIMEOUT_MS = 15_000;
+/** Characters of an endpoint's answer kept for the attempts log. */
+const ANSWER_CHARS = 1024;
+
+/**
+ * Sends a webhook POST with fetch: no redirects followed (a 3xx is a failure, as at Svix), the
+ * first 1 KiB of the answer read and the rest dropped, a timeout or a network error reported.
+ */
+export const fetchSend: WebhookSend = async (url, { headers, body }) => {
+  try {
+    const res = await fetch(url, {
+      method: "POST",
+      headers,
+      body: body as Uint8Array<ArrayBuffer>,
+      redirect: "manual",
+      signal: AbortSignal.timeout(WEBHOOK_TIMEOUT_MS),
+    });
+    let answer = "";
+    if (res.body) {
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      while (answer.length < ANSWER_CHARS) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        answer += value;
+      }
+      await reader.cancel().catch(() => {});
+    }
+    return { status: res.status, answer: answer.slice(0, ANSWER_CHARS) };
+  } catch (e) {
+    const err = e as Error;
+    return {
+      error: err.name === "TimeoutError"
+        ? `no answer within ${WEBHOOK_TIMEOUT_MS / 1000} s`
+        : err.message.slice(0, 200),
+    };
+  }
+};
+
 /** Reads the keys, opens the broker (replaying its WALs) and attaches the metrics. */
 export async function openRuntime(
   config: Config,
@@ -50,7 +90,12 @@ export async function openRuntime(
 ): Promise<Runtime> {
   const keys = new KeyRing(await readKeys(config));
   const metrics = new Metrics();
-  const broker = await Broker.open(config, { ...open, log, onFsync: metrics.observeFsync });
+  const broker = await Broker.open(config, {
+    ...open,
+    log,
+    onFsync: metrics.observeFsync,
+    send: fetchSend,
+  });
   metrics.attach(broker);
   return { broker, metrics, keys };
 }

@@ -27,6 +27,9 @@ import { Subscribers } from "./subscribers.ts";
 import { Registry } from "./registry.ts";
 import type { Topic, TopicOptions } from "./topic.ts";
 import { defaultOpenWal, type OpenWal } from "./wal.ts";
+import { Pushers, type WebhookSend } from "./webhooks/pusher.ts";
+import * as webhooks from "./webhooks/registry.ts";
+import type { Webhook } from "./webhooks/registry.ts";
 import { RecordType } from "./wal_record.ts";
 
 export type { ConsumeOptions, Handed, Requeued } from "./deliveries.ts";
@@ -41,6 +44,8 @@ export interface OpenOptions {
   onFsync?: (seconds: number) => void;
   /** Opens each topic's WAL (default: a FileWal in the data dir, or a MemoryWal for :memory:). */
   openWal?: OpenWal;
+  /** Sends webhook POSTs (runtime.ts: fetch); without it no webhook is pushed to. */
+  send?: WebhookSend;
 }
 
 /** The broker: a registry of topics and the operations on them. */
@@ -56,6 +61,8 @@ export class Broker implements BrokerContext {
   readonly #compactor: Compactor;
   /** The durable feed: subscribers, resume rings, taps. */
   readonly feed: Subscribers;
+  /** The webhooks' pushers, when the broker was given a way to send. */
+  readonly pushers: Pushers | undefined;
   draining = false;
   #ticker: ReturnType<typeof setInterval> | undefined;
   #closed = false;
@@ -77,6 +84,16 @@ export class Broker implements BrokerContext {
     this.#topics = new Registry(config, this.memory, this.now, feedWal);
     this.feed = new Subscribers(config.streamBuffer, (n) => this.#topics.find(n), this.log);
     this.consumers = new Consumers(deliveries.take);
+    this.pushers = opts.send && new Pushers(this, this.consumers, opts.send, {
+      version: VERSION,
+      concurrency: config.webhookConcurrency,
+      retryScheduleMs: config.webhookRetryScheduleMs,
+    }, (id) => {
+      this.removeWebhook(id).then(
+        () => this.log.info("webhook removed: its endpoint answered 410 Gone", { id }),
+        (e) => this.log.warn("webhook not removed", { id, error: e }),
+      );
+    });
     this.stats = new Stats(() => this.#topics.values(), (n) => this.#topics.find(n));
     this.#compactor = new Compactor(config, this.log, this.now);
     this.scheduler = new Scheduler(
@@ -100,6 +117,7 @@ export class Broker implements BrokerContext {
         openWal: (name, size, replayed) => b.#topics.openWal(name, { size, replayed }),
       });
       for (const t of topics) b.#topics.add(t);
+      for (const t of topics) b.pushers?.sync(t);
       b.recovery = report;
     }
     b.nodeId = await loadNodeId(config.dataDir);
@@ -124,6 +142,10 @@ export class Broker implements BrokerContext {
 
   getTopic(name: string): Topic {
     return this.#topics.get(name);
+  }
+
+  eachTopic(): Iterable<Topic> {
+    return this.#topics.values();
   }
 
   /** Creates a topic in advance; 409 when it exists. */
@@ -182,6 +204,7 @@ export class Broker implements BrokerContext {
     topic.releaseMemory();
     this.stats.retire(topic);
     this.#compactor.forget(topic);
+    this.pushers?.forget(topic);
     this.consumers.release(topic);
     this.feed.forget(name);
     await this.#topics.delete(topic);
@@ -237,6 +260,22 @@ export class Broker implements BrokerContext {
   redrive(name: string) {
     this.#gate();
     return redrive(this, name);
+  }
+
+  /** Registers a webhook on a topic and starts pushing to it. */
+  async registerWebhook(name: string, url: string, secret?: string): Promise<Webhook> {
+    this.#gate();
+    const w = await webhooks.register(this, name, url, secret);
+    this.pushers?.sync(w.topic);
+    return w;
+  }
+
+  /** Removes a webhook, its group and what only it held. */
+  async removeWebhook(id: string): Promise<Webhook> {
+    this.#gate();
+    const w = await webhooks.remove(this, id);
+    this.pushers?.sync(w.topic);
+    return w;
   }
 
   deliver(topic: Topic, g: Group, now: number): void {

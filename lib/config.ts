@@ -56,6 +56,8 @@ export interface Config {
   /** Optional file of `key[:scope,scope]` lines, re-read on SIGHUP. */
   apiKeysFile: string;
   webhookRetryScheduleMs: number[];
+  /** POSTs one webhook may have in flight at once. */
+  webhookConcurrency: number;
   logLevel: LogLevel;
   accessLog: boolean;
   /** A WAL file is rewritten once it holds this many times more records than live state. */
@@ -213,6 +215,13 @@ export const SETTINGS: readonly Setting[] = [
       c.webhookRetryScheduleMs = v.split(",").map((d) =>
         duration("BROKER_WEBHOOK_RETRY_SCHEDULE", d.trim(), 1)
       ),
+  },
+  {
+    env: "BROKER_WEBHOOK_CONCURRENCY",
+    flag: "--webhook-concurrency",
+    def: "4",
+    help: "POSTs one webhook may have in flight at once (1 keeps publish order)",
+    apply: (c, v) => c.webhookConcurrency = int("BROKER_WEBHOOK_CONCURRENCY", v, 1, 100),
   },
   {
     env: "BROKER_LOG_LEVEL",

@@ -27,6 +27,8 @@ export interface BrokerContext {
   findTopic(name: string): Topic | undefined;
   /** The topic, created with default settings when missing. */
   getTopic(name: string): Topic;
+  /** Every topic, in no particular order. */
+  eachTopic(): Iterable<Topic>;
   /** The group of a topic, created (and recorded) when missing. */
   getGroup(topic: Topic, name: string): Group;
   /** A topic's settings with the broker defaults filled in. */

@@ -1,0 +1,240 @@
+/**
+ * @module Pushing a topic's messages to its webhooks. Each webhook's pusher is a consumer with
+ * BROKER_WEBHOOK_CONCURRENCY credits on the webhook's own group, fed by the one delivery
+ * pipeline: a POST in flight holds a lease (60 s, past the 15 s a POST may take). Any 2xx acks;
+ * 410 removes the webhook; anything else (or a timeout, a refused connection) requeues the
+ * message with the next wait of BROKER_WEBHOOK_RETRY_SCHEDULE (±10 %), and when the schedule is
+ * used up moves it to `{topic}.dlq` with the last status or error as its reason. Each finished
+ * POST gives its credit back, so a slow or dead endpoint holds only its own credits.
+ */
+
+import type { Consumer, Consumers, Offered } from "../consumers.ts";
+import type { BrokerContext } from "../context.ts";
+import { deadLetter, dlqName } from "../dead_letter.ts";
+import { ackIn } from "../deliveries.ts";
+import type { Group } from "../group.ts";
+import { type Delivery, State } from "../message.ts";
+import { type Topic, webhookGroup } from "../topic.ts";
+import { RecordType } from "../wal_record.ts";
+import { ferrySignature, signingKey, standardSignature } from "./signature.ts";
+import type { Webhook } from "./registry.ts";
+
+/** How long a POST's message stays leased to its pusher; a POST gives up after 15 s. */
+export const WEBHOOK_LEASE_MS = 60_000;
+/** Attempts each webhook remembers for operators. */
+export const ATTEMPTS_KEPT = 50;
+/** Characters of an endpoint's answer kept with an attempt. */
+const ANSWER_CHARS = 1024;
+
+/** What sending one POST gave: a status and the start of the answer, or a failure. */
+export type SendResult = { status: number; answer: string } | { error: string };
+
+/** Sends one POST (fetch with a 15 s timeout in production); never throws. */
+export type WebhookSend = (
+  url: string,
+  init: { headers: Record<string, string>; body: Uint8Array },
+) => Promise<SendResult>;
+
+/** One POST, for the attempts log. */
+export interface Attempt {
+  at: number;
+  messageId: string;
+  retryCount: number;
+  status: number | null;
+  latencyMs: number;
+  /** The first 1 KiB of the answer. */
+  answer: string;
+  error: string | undefined;
+  outcome: Outcome;
+}
+
+/** What came of a POST (the `outcome` label of ferry_webhook_deliveries_total). */
+export type Outcome = "delivered" | "retried" | "dead_lettered" | "gone" | "broadcast";
+
+/** Settings the pushers read. */
+export interface PushSettings {
+  version: string;
+  concurrency: number;
+  retryScheduleMs: number[];
+}
+
+/** One webhook's pusher. */
+class Pusher implements Consumer {
+  readonly filter = undefined;
+  readonly visibilityMs = WEBHOOK_LEASE_MS;
+  readonly peek = false;
+  readonly deadline = Infinity;
+  readonly once = false;
+  credits: number;
+  readonly attempts: Attempt[] = [];
+  stopped = false;
+  remove: () => void = () => {};
+  readonly #key: Uint8Array | undefined;
+
+  constructor(
+    readonly hook: Webhook,
+    readonly group: Group,
+    private readonly owner: Pushers,
+  ) {
+    this.credits = owner.settings.concurrency;
+    this.#key = hook.secret ? signingKey(hook.secret) : undefined;
+  }
+
+  offer(items: Offered[], ephemeral: boolean): void {
+    for (const item of items) void this.#attempt(item, ephemeral);
+  }
+
+  close(): void {
+    this.stopped = true;
+  }
+
+  /** Headers of one POST (CONTRACT "Webhooks"). */
+  #headers(item: Offered, body: Uint8Array): Record<string, string> {
+    const msg = item.msg;
+    const h: Record<string, string> = {
+      "content-type": "application/octet-stream",
+      "user-agent": `ferry/${this.owner.settings.version}`,
+      "x-ferry-message-id": msg.id,
+      "x-ferry-topic": this.hook.topic.name,
+      "x-ferry-timestamp": new Date(msg.timestamp).toISOString(),
+      "x-ferry-retry-count": String(item.retryCount),
+    };
+    const stored = msg.headers ?? [];
+    for (let i = 0; i < stored.length; i += 2) h[stored[i]!] = stored[i + 1]!;
+    if (this.#key) {
+      const at = Math.floor(this.owner.ctx.now() / 1000);
+      h["x-ferry-signature"] = ferrySignature(this.#key, body);
+      h["webhook-id"] = msg.id;
+      h["webhook-timestamp"] = String(at);
+      h["webhook-signature"] = standardSignature(this.#key, msg.id, at, body);
+    }
+    return h;
+  }
+
+  async #attempt(item: Offered, ephemeral: boolean): Promise<void> {
+    const d = item as Delivery;
+    const lease = ephemeral ? 0 : d.lease;
+    const body = item.msg.payload;
+    const t0 = performance.now();
+    const result = await this.owner.send(this.hook.url, {
+      headers: this.#headers(item, body),
+      body,
+    });
+    const latencyMs = Math.round((performance.now() - t0) * 10) / 10;
+    const status = "status" in result ? result.status : null;
+    const outcome = ephemeral ? "broadcast" : this.#settle(d, lease, result);
+    this.attempts.unshift({
+      at: this.owner.ctx.now(),
+      messageId: item.msg.id,
+      retryCount: item.retryCount,
+      status,
+      latencyMs,
+      answer: "answer" in result ? result.answer.slice(0, ANSWER_CHARS) : "",
+      error: "error" in result ? result.error : undefined,
+      outcome: outcome ?? "retried",
+    });
+    if (this.attempts.length > ATTEMPTS_KEPT) this.attempts.pop();
+    if (outcome) this.owner.count(this.hook.topic.name, outcome);
+  }
+
+  /** Acks, retries or dead-letters what a POST was for; undefined when it is no longer ours. */
+  #settle(d: Delivery, lease: number, result: SendResult): Outcome | undefined {
+    const { ctx } = this.owner;
+    const topic = this.hook.topic;
+    const g = this.group;
+    // Deleted, drained or removed meanwhile, or the lease ended: the message is not ours now.
+    const ours = !this.stopped && ctx.findTopic(topic.name) === topic &&
+      topic.groups.get(g.name) === g && d.state === State.InFlight && d.lease === lease;
+    if (!ours) return undefined;
+    const now = ctx.now();
+    let outcome: Outcome;
+    if ("status" in result && result.status >= 200 && result.status < 300) {
+      ackIn(topic, g, [d.msg.id], now).durable.catch(() => {});
+      outcome = "delivered";
+    } else if ("status" in result && result.status === 410) {
+      this.owner.gone(this.hook.id);
+      return "gone";
+    } else {
+      const reason = "status" in result ? `HTTP ${result.status}` : result.error;
+      outcome = this.#retry(topic, g, d, reason, now);
+    }
+    this.owner.consumers.grant(topic, this, 1, now);
+    return outcome;
+  }
+
+  #retry(topic: Topic, g: Group, d: Delivery, reason: string, now: number): Outcome {
+    const retry = d.retryCount + 1;
+    const schedule = this.owner.settings.retryScheduleMs;
+    topic.counters.requeued++;
+    if (retry > schedule.length) {
+      const dlq = this.owner.ctx.getTopic(dlqName(topic.name));
+      deadLetter(this.owner.ctx, topic, g, d, dlq, retry, reason, now).catch(() => {});
+      return "dead_lettered";
+    }
+    const wait = schedule[retry - 1]!;
+    const jittered = Math.round(wait * (0.9 + 0.2 * Math.random()));
+    topic.commit({
+      type: RecordType.Requeue,
+      seq: topic.nextSeq(),
+      group: g.name,
+      id: d.msg.id,
+      retryCount: retry,
+      dueAt: now + jittered,
+      reason,
+    }, now).catch(() => {});
+    return "retried";
+  }
+}
+
+/** Every webhook's pusher. */
+export class Pushers {
+  readonly #byId = new Map<string, Pusher>();
+  /** POSTs by topic and outcome since start-up, for ferry_webhook_deliveries_total. */
+  readonly outcomes = new Map<string, Map<Outcome, number>>();
+
+  constructor(
+    readonly ctx: BrokerContext,
+    readonly consumers: Consumers,
+    readonly send: WebhookSend,
+    readonly settings: PushSettings,
+    /** Removes a webhook whose endpoint answered 410 Gone. */
+    readonly gone: (id: string) => void,
+  ) {}
+
+  /** Starts a pusher for each webhook of `topic` without one, and stops those whose webhook went. */
+  sync(topic: Topic): void {
+    for (const [id, p] of this.#byId) {
+      if (p.hook.topic === topic && !topic.webhooks.has(id)) this.#stop(p);
+    }
+    for (const spec of topic.webhooks.values()) {
+      if (this.#byId.has(spec.id)) continue;
+      const group = topic.groups.get(webhookGroup(spec.id));
+      if (!group) continue;
+      const p = new Pusher({ ...spec, topic }, group, this);
+      this.#byId.set(spec.id, p);
+      p.remove = this.consumers.add(topic, p, this.ctx.now());
+    }
+  }
+
+  /** Stops the pushers of a topic being deleted (the consumers are released with it). */
+  forget(topic: Topic): void {
+    for (const p of this.#byId.values()) if (p.hook.topic === topic) this.#stop(p);
+  }
+
+  /** Recent attempts of a webhook, newest first. */
+  attempts(id: string): Attempt[] {
+    return this.#byId.get(id)?.attempts ?? [];
+  }
+
+  count(topic: string, outcome: Outcome): void {
+    let m = this.outcomes.get(topic);
+    if (!m) this.outcomes.set(topic, m = new Map());
+    m.set(outcome, (m.get(outcome) ?? 0) + 1);
+  }
+
+  #stop(p: Pusher): void {
+    p.stopped = true;
+    p.remove();
+    this.#byId.delete(p.hook.id);
+  }
+}
