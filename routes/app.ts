@@ -17,6 +17,7 @@ import { dashboardRoutes } from "./dashboard.ts";
 import { healthRoutes } from "./health.ts";
 import { opsRoutes } from "./ops.ts";
 import { streamRoutes } from "./stream.ts";
+import { webhookRoutes } from "./webhooks.ts";
 import { wsRoutes } from "./ws.ts";
 
 /** Every route of the broker, in match order. */
@@ -29,6 +30,7 @@ export const ROUTES: Route[] = [
   ...opsRoutes,
   ...streamRoutes(),
   ...wsRoutes(),
+  ...webhookRoutes,
 ];
 
 export interface AppOptions {

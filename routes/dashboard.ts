@@ -16,6 +16,8 @@ import {
 import { readJson } from "./body.ts";
 import { parsePriority, publishOrBroadcast } from "./publish.ts";
 import type { Ctx, Route } from "./router.ts";
+import { list as listWebhooks } from "../lib/webhooks/registry.ts";
+import { webhookItem } from "./webhooks.ts";
 import { messageJson } from "./wire.ts";
 
 const encoder = new TextEncoder();
@@ -65,7 +67,7 @@ function webhooks(_req: Request, ctx: Ctx): Response {
   if (!ctx.broker.findTopic(queue)) {
     throw new BrokerError("not_found", `Cannot list webhooks of "${queue}": no such queue`);
   }
-  return json([]); // webhooks arrive in a later release; the list is empty until then
+  return json(listWebhooks(ctx.broker, queue).map((w) => webhookItem(ctx.broker, w)));
 }
 
 export const dashboardRoutes: Route[] = [

@@ -189,12 +189,19 @@ export class Metrics {
         for (const t of topics()) this.set({ topic: t.name }, b.feed.count(t.name));
       },
     });
-    // No series until webhook delivery exists; the name and labels are fixed now.
     new Counter({
       name: "ferry_webhook_deliveries_total",
-      help: "Webhook delivery attempts per topic and outcome",
+      help:
+        "Webhook POSTs per topic and outcome (delivered, retried, dead_lettered, gone, broadcast)",
       labelNames: ["topic", "outcome"],
       registers,
+      collect() {
+        this.reset();
+        const outcomes = broker()?.pushers?.outcomes ?? new Map();
+        for (const [topic, byOutcome] of outcomes) {
+          for (const [outcome, n] of byOutcome) this.inc({ topic, outcome }, n);
+        }
+      },
     });
     const routes = this.#routes;
     new Counter({

@@ -71,7 +71,7 @@ async function listTree(dir: string, prefix = ""): Promise<string[]> {
 }
 
 /** POST /webhook/{topic} arrives with the webhooks issue. */
-const WEBHOOKS_PENDING = true;
+const WEBHOOKS_PENDING = false;
 
 Deno.test("bad topic and group names are 400 invalid_name everywhere, nothing on disk", async () => {
   await withBroker({}, async (ctx) => {

@@ -31,7 +31,7 @@ const ITEM_FIELDS = [
 ];
 
 /** POST /webhook/{topic} arrives with the webhooks issue. */
-const WEBHOOKS_PENDING = true;
+const WEBHOOKS_PENDING = false;
 
 Deno.test("GET /api/queues lists every queue with the contract's fields", async () => {
   await withBroker({}, async (ctx) => {

@@ -1,0 +1,230 @@
+/**
+ * Webhooks through the HTTP server, pushed to real receivers on loopback: registration,
+ * the POST and its signatures (checked by the standardwebhooks reference library and
+ * node:crypto), retries on the schedule, the dead-letter queue, 410, and isolation.
+ */
+
+import { createHmac } from "node:crypto";
+import { Webhook as StandardWebhook } from "standardwebhooks";
+import { assert, assertEquals } from "../_support/assert.ts";
+import { assertProblem, consume, type Json, publish } from "../_support/http.ts";
+import { withBroker } from "../_support/server.ts";
+
+interface Received {
+  headers: Headers;
+  body: Uint8Array;
+}
+
+/** A webhook receiver on loopback that answers each POST with the next scripted status. */
+function receiver(statuses: number[] = [200]) {
+  const got: Received[] = [];
+  const waiting: { n: number; resolve: () => void }[] = [];
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
+    got.push({ headers: req.headers, body: new Uint8Array(await req.arrayBuffer()) });
+    for (const w of waiting.splice(0)) (got.length >= w.n ? w.resolve : () => waiting.push(w))();
+    const status = statuses[Math.min(got.length - 1, statuses.length - 1)]!;
+    return new Response(status === 200 ? "ok" : "nope", { status });
+  });
+  return {
+    url: `http://127.0.0.1:${server.addr.port}/hook`,
+    got,
+    /** Resolves once `n` POSTs have arrived. */
+    received: (n: number) =>
+      got.length >= n
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => waiting.push({ n, resolve })),
+    close: () => server.shutdown(),
+  };
+}
+
+const SCHEDULE = [100, 200, 300];
+
+Deno.test("POST /webhook/{topic} registers a webhook: 201 without its secret; 400 and 409", async () => {
+  await withBroker({}, async (ctx) => {
+    const reg = await ctx.call("POST", "/webhook/orders", {
+      json: { url: "https://example.com/hook", secret: "s3cret" },
+    });
+    assertEquals(reg.status, 201, reg.text);
+    assertEquals([reg.body.topic, reg.body.url, reg.body.signed], [
+      "orders",
+      "https://example.com/hook",
+      true,
+    ]);
+    assert(!reg.text.includes("s3cret"));
+    assertProblem(
+      await ctx.call("POST", "/webhook/orders", { json: { url: "https://example.com/hook" } }),
+      409,
+      "already_exists",
+    );
+    for (const url of ["ftp://x/y", "/relative", "not a url", `https://x/${"a".repeat(2050)}`]) {
+      assertProblem(
+        await ctx.call("POST", "/webhook/orders", { json: { url } }),
+        400,
+        "invalid_parameter",
+      );
+    }
+    const listed = await ctx.call("GET", "/api/webhooks?topic=orders");
+    assertEquals(listed.body.map((w: Json) => [w.id, w.state, w.pending, w.last_attempt]), [
+      [reg.body.id, "active", 0, null],
+    ]);
+    const del = await ctx.call("DELETE", `/api/webhooks/${reg.body.id}`);
+    assertEquals(del.body, { id: reg.body.id, deleted: true });
+    assertEquals((await ctx.call("GET", "/api/webhooks?topic=orders")).body, []);
+    assertProblem(await ctx.call("DELETE", `/api/webhooks/${reg.body.id}`), 404, "not_found");
+  });
+});
+
+Deno.test("a publish is POSTed unchanged with its metadata and both signatures", async () => {
+  const r = receiver();
+  try {
+    await withBroker({}, async (ctx) => {
+      const secret = `whsec_${btoa("0123456789abcdef0123456789abcdef")}`;
+      await ctx.call("POST", "/webhook/orders", { json: { url: r.url, secret } });
+      const body = JSON.stringify({ order: 42, note: "naïve" });
+      const p = await publish(ctx, "orders", body, "", {
+        "content-type": "application/json",
+        "x-mq-trace": "t-1",
+      });
+      await r.received(1);
+      const [{ headers, body: got }] = r.got as [Received];
+      assertEquals(new TextDecoder().decode(got), body, "the bytes, unchanged");
+      assertEquals(headers.get("content-type"), "application/json");
+      assertEquals(headers.get("x-ferry-message-id"), p.id);
+      assertEquals(headers.get("x-ferry-topic"), "orders");
+      assertEquals(headers.get("x-ferry-retry-count"), "0");
+      assertEquals(headers.get("x-mq-trace"), "t-1");
+      assert(headers.get("user-agent")?.startsWith("ferry/"), headers.get("user-agent") ?? "");
+      const key = Uint8Array.fromBase64(secret.slice(6));
+      const hex = createHmac("sha256", key).update(got).digest("hex");
+      assertEquals(headers.get("x-ferry-signature"), `sha256=${hex}`);
+      const verified = new StandardWebhook(secret).verify(body, Object.fromEntries(headers));
+      assertEquals(verified, JSON.parse(body), "standardwebhooks accepts webhook-signature");
+      // The webhook is a group of its own: pull consumers keep their copy.
+      assertEquals((await consume(ctx, "orders")).id, p.id);
+    });
+  } finally {
+    await r.close();
+  }
+});
+
+Deno.test("a failing endpoint is retried on the schedule, X-Ferry-Retry-Count counting up", async () => {
+  const r = receiver([500, 503, 200]);
+  try {
+    await withBroker({ webhookRetryScheduleMs: SCHEDULE }, async (ctx) => {
+      const reg = await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
+      await publish(ctx, "jobs", "work");
+      await r.received(1);
+      await waitFor(async () => (await attempts(ctx, reg.body.id)).length === 1);
+      await ctx.tick(SCHEDULE[0]! * 1.1 + 1); // the first wait, jitter included
+      await r.received(2);
+      await waitFor(async () => (await attempts(ctx, reg.body.id)).length === 2);
+      await ctx.tick(SCHEDULE[1]! * 1.1 + 1);
+      await r.received(3);
+      assertEquals(r.got.map((g) => g.headers.get("x-ferry-retry-count")), ["0", "1", "2"]);
+      await waitFor(async () => (await attempts(ctx, reg.body.id)).length === 3);
+      const log = await attempts(ctx, reg.body.id);
+      assertEquals(log.map((a: Json) => [a.status, a.outcome]), [
+        [200, "delivered"],
+        [503, "retried"],
+        [500, "retried"],
+      ]);
+      const [hook] = (await ctx.call("GET", "/api/webhooks?topic=jobs")).body;
+      assertEquals(hook.pending, 0, "delivered and acked");
+    });
+  } finally {
+    await r.close();
+  }
+});
+
+Deno.test("past the schedule the message goes to {topic}.dlq with the last status as its reason", async () => {
+  const r = receiver([503]);
+  try {
+    await withBroker({ webhookRetryScheduleMs: SCHEDULE }, async (ctx) => {
+      const reg = await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
+      const p = await publish(ctx, "jobs", "doomed");
+      for (let attempt = 1; attempt <= SCHEDULE.length + 1; attempt++) {
+        await r.received(attempt);
+        await waitFor(async () => (await attempts(ctx, reg.body.id)).length === attempt);
+        if (attempt <= SCHEDULE.length) await ctx.tick(SCHEDULE[attempt - 1]! * 1.1 + 1);
+      }
+      const dead = await consume(ctx, "jobs.dlq");
+      assertEquals([dead.id, dead.reason, dead.group], [
+        p.id,
+        "HTTP 503",
+        `webhook:${reg.body.id}`,
+      ]);
+      assertEquals((await attempts(ctx, reg.body.id))[0].outcome, "dead_lettered");
+    });
+  } finally {
+    await r.close();
+  }
+});
+
+Deno.test("an endpoint answering 410 Gone removes its webhook", async () => {
+  const r = receiver([410]);
+  try {
+    await withBroker({}, async (ctx) => {
+      await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
+      await publish(ctx, "jobs", "x");
+      await r.received(1);
+      await waitFor(async () =>
+        (await ctx.call("GET", "/api/webhooks?topic=jobs")).body.length === 0
+      );
+    });
+  } finally {
+    await r.close();
+  }
+});
+
+Deno.test("a dead endpoint holds only its own webhook: another one and pull consumers go on", async () => {
+  const r = receiver();
+  const dead = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const deadUrl = `http://127.0.0.1:${(dead.addr as Deno.NetAddr).port}/gone`;
+  dead.close(); // nothing listens there: every POST is refused
+  try {
+    await withBroker({ webhookRetryScheduleMs: [60_000] }, async (ctx) => {
+      const bad = await ctx.call("POST", "/webhook/jobs", { json: { url: deadUrl } });
+      await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
+      for (let i = 0; i < 10; i++) await publish(ctx, "jobs", `m${i}`);
+      await r.received(10);
+      assertEquals((await consume(ctx, "jobs", "limit=10")).length, 10);
+      await waitFor(async () => (await attempts(ctx, bad.body.id)).length >= 4);
+      const failed = await attempts(ctx, bad.body.id);
+      assert(failed.every((a: Json) => a.status === null && a.error), JSON.stringify(failed[0]));
+    });
+  } finally {
+    await r.close();
+  }
+});
+
+async function attempts(ctx: { call: (m: string, p: string) => Promise<Json> }, id: string) {
+  return (await ctx.call("GET", `/api/webhooks/${id}/attempts`)).body;
+}
+
+/** Polls a condition on the broker's answers (the pusher works asynchronously), up to 5 s. */
+async function waitFor(cond: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error("condition not met within 5 s");
+}
+
+Deno.test("GET /metrics counts webhook POSTs by topic and outcome", async () => {
+  const r = receiver([200]);
+  try {
+    await withBroker({}, async (ctx) => {
+      const reg = await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
+      await publish(ctx, "jobs", "x");
+      await r.received(1);
+      await waitFor(async () => (await attempts(ctx, reg.body.id)).length === 1);
+      const text = (await ctx.call("GET", "/metrics")).text;
+      assert(
+        text.includes('ferry_webhook_deliveries_total{topic="jobs",outcome="delivered"} 1'),
+        text.split("\n").filter((l) => l.includes("webhook")).join("\n"),
+      );
+    });
+  } finally {
+    await r.close();
+  }
+});
