@@ -289,6 +289,7 @@ export class Broker implements BrokerContext {
   /** Moves time to `now`: delays, TTLs, leases, idempotency keys, long-poll timeouts, compaction. */
   sweep(now: number): void {
     this.scheduler.sweep(now);
+    this.pushers?.tick(now);
   }
 
   // ---- lifecycle ---------------------------------------------------------------------------

@@ -31,7 +31,7 @@ export function webhookItem(broker: Broker, w: Webhook) {
   const last = broker.pushers?.attempts(w.id)[0];
   return {
     ...webhookJson(w),
-    state: "active",
+    state: broker.pushers?.paused(w.id) ? "paused" : "active",
     pending: g ? g.held : 0,
     last_attempt: last
       ? {

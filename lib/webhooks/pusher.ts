@@ -25,6 +25,12 @@ export const WEBHOOK_LEASE_MS = 60_000;
 export const ATTEMPTS_KEPT = 50;
 /** Characters of an endpoint's answer kept with an attempt. */
 const ANSWER_CHARS = 1024;
+/** Failed POSTs in a row after which a webhook is paused and probed instead of hammered. */
+export const PAUSE_AFTER_FAILURES = 5;
+/** First wait before probing a paused webhook; it doubles after each failed probe. */
+export const PROBE_FIRST_MS = 1_000;
+/** Longest wait between probes. */
+export const PROBE_MAX_MS = 5 * 60_000;
 
 /** What sending one POST gave: a status and the start of the answer, or a failure. */
 export type SendResult = { status: number; answer: string } | { error: string };
@@ -68,6 +74,11 @@ class Pusher implements Consumer {
   credits: number;
   readonly attempts: Attempt[] = [];
   stopped = false;
+  /** Failed POSTs since the last success. */
+  failures = 0;
+  /** While paused: when the next probe (one POST) goes, and the wait after a failed one. */
+  probeAt: number | undefined;
+  probeWaitMs = PROBE_FIRST_MS;
   remove: () => void = () => {};
   readonly #key: Uint8Array | undefined;
 
@@ -151,15 +162,57 @@ class Pusher implements Consumer {
     if ("status" in result && result.status >= 200 && result.status < 300) {
       ackIn(topic, g, [d.msg.id], now).durable.catch(() => {});
       outcome = "delivered";
+      if (this.probeAt !== undefined) this.#resume(now);
+      this.failures = 0;
     } else if ("status" in result && result.status === 410) {
       this.owner.gone(this.hook.id);
       return "gone";
     } else {
       const reason = "status" in result ? `HTTP ${result.status}` : result.error;
       outcome = this.#retry(topic, g, d, reason, now);
+      this.failures++;
+      if (this.probeAt === Infinity) this.#pause(now, reason, true);
+      else if (this.probeAt === undefined && this.failures >= PAUSE_AFTER_FAILURES) {
+        this.#pause(now, reason, false);
+      }
     }
-    this.owner.consumers.grant(topic, this, 1, now);
+    if (this.probeAt === undefined) this.owner.consumers.grant(topic, this, 1, now);
     return outcome;
+  }
+
+  /** Stops sending but for one probe after a wait that doubles with each failed probe. */
+  #pause(now: number, reason: string, probeFailed: boolean): void {
+    if (probeFailed) this.probeWaitMs = Math.min(this.probeWaitMs * 2, PROBE_MAX_MS);
+    else {
+      this.owner.ctx.log.warn("webhook paused: its endpoint keeps failing", {
+        id: this.hook.id,
+        topic: this.hook.topic.name,
+        failures: this.failures,
+        reason,
+      });
+    }
+    this.credits = 0;
+    this.probeAt = now + this.probeWaitMs;
+  }
+
+  /** A probe succeeded: full credits again. */
+  #resume(now: number): void {
+    this.owner.ctx.log.info("webhook resumed", { id: this.hook.id, topic: this.hook.topic.name });
+    this.probeAt = undefined;
+    this.probeWaitMs = PROBE_FIRST_MS;
+    this.owner.consumers.grant(this.hook.topic, this, this.owner.settings.concurrency, now);
+  }
+
+  /** A paused webhook whose probe is due gets one credit: one POST. */
+  probe(now: number): void {
+    if (this.probeAt === undefined || now < this.probeAt || this.stopped) return;
+    this.probeAt = Infinity; // until the probe's answer decides
+    this.owner.consumers.grant(this.hook.topic, this, 1, now);
+  }
+
+  /** Whether it is paused (probing only). */
+  get paused(): boolean {
+    return this.probeAt !== undefined;
   }
 
   #retry(topic: Topic, g: Group, d: Delivery, reason: string, now: number): Outcome {
@@ -219,6 +272,16 @@ export class Pushers {
   /** Stops the pushers of a topic being deleted (the consumers are released with it). */
   forget(topic: Topic): void {
     for (const p of this.#byId.values()) if (p.hook.topic === topic) this.#stop(p);
+  }
+
+  /** Probes the paused webhooks whose wait is over (from the broker's sweep). */
+  tick(now: number): void {
+    for (const p of this.#byId.values()) if (p.probeAt !== undefined) p.probe(now);
+  }
+
+  /** Whether a webhook is paused after failing again and again. */
+  paused(id: string): boolean {
+    return this.#byId.get(id)?.paused ?? false;
   }
 
   /** Recent attempts of a webhook, newest first. */

@@ -22,11 +22,15 @@ function receiver(statuses: number[] = [200]) {
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
     got.push({ headers: req.headers, body: new Uint8Array(await req.arrayBuffer()) });
     for (const w of waiting.splice(0)) (got.length >= w.n ? w.resolve : () => waiting.push(w))();
-    const status = statuses[Math.min(got.length - 1, statuses.length - 1)]!;
+    const status = statuses.length === 1
+      ? statuses[0]!
+      : statuses[Math.min(got.length - 1, statuses.length - 1)]!;
     return new Response(status === 200 ? "ok" : "nope", { status });
   });
   return {
     url: `http://127.0.0.1:${server.addr.port}/hook`,
+    /** Change it to change the answers from now on (the last entry repeats). */
+    statuses,
     got,
     /** Resolves once `n` POSTs have arrived. */
     received: (n: number) =>
@@ -202,12 +206,12 @@ async function attempts(ctx: { call: (m: string, p: string) => Promise<Json> }, 
 }
 
 /** Polls a condition on the broker's answers (the pusher works asynchronously), up to 5 s. */
-async function waitFor(cond: () => Promise<boolean>): Promise<void> {
+async function waitFor(cond: () => Promise<boolean>, what = "condition"): Promise<void> {
   for (let i = 0; i < 500; i++) {
     if (await cond()) return;
     await new Promise((r) => setTimeout(r, 10));
   }
-  throw new Error("condition not met within 5 s");
+  throw new Error(`${what} not met within 5 s`);
 }
 
 Deno.test("GET /metrics counts webhook POSTs by topic and outcome", async () => {
@@ -226,5 +230,34 @@ Deno.test("GET /metrics counts webhook POSTs by topic and outcome", async () => 
     });
   } finally {
     await r.close();
+  }
+});
+
+Deno.test("a webhook that keeps failing is paused, probed with backoff, and resumes on a 2xx", async () => {
+  const failing = receiver([500]);
+  try {
+    await withBroker({ webhookRetryScheduleMs: [3_600_000] }, async (ctx) => {
+      const reg = await ctx.call("POST", "/webhook/jobs", { json: { url: failing.url } });
+      for (let i = 0; i < 20; i++) await publish(ctx, "jobs", `m${i}`);
+      await failing.received(5);
+      const hook = async () => (await ctx.call("GET", "/api/webhooks?topic=jobs")).body[0];
+      await waitFor(async () => (await hook()).state === "paused");
+      await waitFor(async () => (await attempts(ctx, reg.body.id)).length === failing.got.length);
+      const atPause = failing.got.length;
+      assert(atPause < 20, `paused after ${atPause} POSTs, not hammered with all 20`);
+      await ctx.tick(999);
+      assertEquals(failing.got.length, atPause, "no probe before its wait");
+      await ctx.tick(1); // the first probe: one POST, which fails; the next wait doubles
+      await failing.received(atPause + 1);
+      await waitFor(async () => (await attempts(ctx, reg.body.id)).length === atPause + 1);
+      await ctx.tick(1_999);
+      assertEquals(failing.got.length, atPause + 1, "the second probe waits 2 s");
+      failing.statuses.splice(0, 1, 200); // the endpoint is back
+      await ctx.tick(1);
+      await waitFor(async () => (await hook()).state === "active");
+      await waitFor(async () => (await hook()).pending === atPause + 1, "the rest delivered");
+    });
+  } finally {
+    await failing.close();
   }
 });
