@@ -21,6 +21,9 @@
  *            then to 100 WebSocket spies (GET /ws), read over raw TCP by another process;
  *            send→receive latency p50/p99 over every event, and the broker's CPU.
  *            Target: p99 ≤ 10 ms.
+ *   webhook  100,000 (quick: 20,000) messages of 1 KiB published to a topic with one signed
+ *            webhook (BROKER_WEBHOOK_CONCURRENCY=16) whose receiver, in this process, answers 204;
+ *            messages/s delivered, from the first publish to the last POST. Target: ≥ 5,000.
  *   rss      broker VmRSS holding 100,000 messages of 1 KiB. Target: ≤ 2.5 × 100,000 × 1024 B.
  *   large    RSS holding 10,000 messages of 2 MiB (their payloads stay in the WAL file), and
  *            consume + auto-ack of 2,000 messages of 256 KiB read from disk and from memory.
@@ -60,6 +63,7 @@ const SECTIONS = [
   "consume",
   "e2e",
   "fanout",
+  "webhook",
   "rss",
   "replay",
   "large",
@@ -1000,6 +1004,67 @@ async function fanoutRow(o: Options, p: Plan, kind: "sse" | "ws"): Promise<void>
   });
 }
 
+async function webhook(o: Options, p: Plan): Promise<void> {
+  const count = p.drainCount;
+  let got = 0;
+  const all = Promise.withResolvers<void>();
+  const receiver = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    async (req) => {
+      await req.body?.cancel();
+      if (++got === count) all.resolve();
+      return new Response(null, { status: 204 });
+    },
+  );
+  try {
+    await withBroker(
+      o,
+      Math.max(200_000, count * 2),
+      async (b) => {
+        const reg = await fetch(`${b.url}/webhook/hooked`, {
+          method: "POST",
+          body: JSON.stringify({
+            url: `http://127.0.0.1:${receiver.addr.port}/hook`,
+            secret: `whsec_${btoa("a bench secret of 32 bytes long!")}`,
+          }),
+        });
+        if (reg.status !== 201) {
+          throw new Error(`webhook registration: ${reg.status} ${await reg.text()}`);
+        }
+        await quiet();
+        const t0 = performance.now();
+        const fillMs = await fill(b.url, "hooked", count, KIB);
+        const timeout = sleep(120_000).then(() => "timeout" as const);
+        const done = await Promise.race([all.promise.then(() => "done" as const), timeout]);
+        const ms = performance.now() - t0;
+        const rate = got / (ms / 1000);
+        log(`webhook: ${int(got)} delivered at ${int(rate)} msg/s`);
+        row({
+          section: "9",
+          measure: "webhook push, 1 KiB signed, 16 in flight, msg/s delivered",
+          conns: "16",
+          result: int(rate),
+          notes: [
+            `${int(got)} of ${int(count)} POSTed in ${
+              (ms / 1000).toFixed(2)
+            } s from the first publish`,
+            `publishing took ${(fillMs / 1000).toFixed(2)} s`,
+            done === "timeout" ? "gave up after 120 s" : "",
+            "the receiver runs in the harness process",
+            await busyNote(),
+          ].filter(Boolean).join("; "),
+          target: "≥ 5,000 msg/s",
+          status: verdict(done === "done" && rate >= 5_000),
+        });
+      },
+      [],
+      ["--webhook-concurrency", "16"],
+    );
+  } finally {
+    await receiver.shutdown();
+  }
+}
+
 async function rss(o: Options, p: Plan): Promise<void> {
   // --inspect lets the harness force a full GC for the last figure; it adds ~4 MiB to RSS.
   await withBroker(o, Math.max(200_000, p.rssCount * 2), async (b) => {
@@ -1224,6 +1289,7 @@ const RUN: Record<Section, (o: Options, p: Plan) => Promise<void>> = {
   consume,
   e2e,
   fanout,
+  webhook,
   rss,
   replay,
   large,
