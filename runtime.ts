@@ -95,6 +95,7 @@ export async function openRuntime(
     log,
     onFsync: metrics.observeFsync,
     send: fetchSend,
+    onWebhookPost: metrics.observeWebhook,
   });
   metrics.attach(broker);
   return { broker, metrics, keys };

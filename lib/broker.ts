@@ -46,6 +46,8 @@ export interface OpenOptions {
   openWal?: OpenWal;
   /** Sends webhook POSTs (runtime.ts: fetch); without it no webhook is pushed to. */
   send?: WebhookSend;
+  /** Hears how long each webhook POST took, in seconds. */
+  onWebhookPost?: (topic: string, seconds: number) => void;
 }
 
 /** The broker: a registry of topics and the operations on them. */
@@ -88,6 +90,7 @@ export class Broker implements BrokerContext {
       version: VERSION,
       concurrency: config.webhookConcurrency,
       retryScheduleMs: config.webhookRetryScheduleMs,
+      onPost: opts.onWebhookPost,
     }, (id) => {
       this.removeWebhook(id).then(
         () => this.log.info("webhook removed: its endpoint answered 410 Gone", { id }),

@@ -89,6 +89,8 @@ export class Metrics {
   readonly contentType = Registry.PROMETHEUS_CONTENT_TYPE;
   readonly fsync = new Buckets(FSYNC_BUCKETS_S);
   readonly #routes = new Map<string, RouteStats>();
+  /** Webhook POST durations per topic. */
+  readonly #webhooks = new Map<string, Buckets>();
   #broker: Broker | undefined;
   /** The stats projection of the scrape under way, taken once in render(). */
   #figures: TopicFigures[] = [];
@@ -226,6 +228,11 @@ export class Metrics {
       "Duration of one WAL fsync",
       () => [[{}, this.fsync]],
     );
+    this.#histogram(
+      "ferry_webhook_duration_seconds",
+      "Time from a webhook POST to its answer (or failure), per topic",
+      () => [...this.#webhooks].map(([topic, b]) => [{ topic }, b]),
+    );
     if (opts.process ?? true) addProcessMetrics(this.registry);
   }
 
@@ -247,6 +254,13 @@ export class Metrics {
 
   /** For Broker.open's `onFsync`. */
   readonly observeFsync = (seconds: number): void => this.fsync.observe(seconds);
+
+  /** For Broker.open's `onWebhookPost`. */
+  readonly observeWebhook = (topic: string, seconds: number): void => {
+    let b = this.#webhooks.get(topic);
+    if (!b) this.#webhooks.set(topic, b = new Buckets(HTTP_BUCKETS_S));
+    b.observe(seconds);
+  };
 
   /** The Prometheus text exposition of every metric. */
   async render(): Promise<string> {

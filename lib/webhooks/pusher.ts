@@ -62,6 +62,8 @@ export interface PushSettings {
   version: string;
   concurrency: number;
   retryScheduleMs: number[];
+  /** Hears how long each POST took, in seconds (the latency histogram). */
+  onPost?: (topic: string, seconds: number) => void;
 }
 
 /** One webhook's pusher. */
@@ -131,7 +133,9 @@ class Pusher implements Consumer {
       headers: this.#headers(item, body),
       body,
     });
-    const latencyMs = Math.round((performance.now() - t0) * 10) / 10;
+    const took = performance.now() - t0;
+    const latencyMs = Math.round(took * 10) / 10;
+    this.owner.settings.onPost?.(this.hook.topic.name, took / 1000);
     const status = "status" in result ? result.status : null;
     const outcome = ephemeral ? "broadcast" : this.#settle(d, lease, result);
     this.attempts.unshift({

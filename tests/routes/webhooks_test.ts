@@ -214,7 +214,7 @@ async function waitFor(cond: () => Promise<boolean>, what = "condition"): Promis
   throw new Error(`${what} not met within 5 s`);
 }
 
-Deno.test("GET /metrics counts webhook POSTs by topic and outcome", async () => {
+Deno.test("GET /metrics counts webhook POSTs by topic and outcome, and times them", async () => {
   const r = receiver([200]);
   try {
     await withBroker({}, async (ctx) => {
@@ -223,10 +223,12 @@ Deno.test("GET /metrics counts webhook POSTs by topic and outcome", async () => 
       await r.received(1);
       await waitFor(async () => (await attempts(ctx, reg.body.id)).length === 1);
       const text = (await ctx.call("GET", "/metrics")).text;
+      const lines = text.split("\n").filter((l) => l.includes("webhook")).join("\n");
       assert(
         text.includes('ferry_webhook_deliveries_total{topic="jobs",outcome="delivered"} 1'),
-        text.split("\n").filter((l) => l.includes("webhook")).join("\n"),
+        lines,
       );
+      assert(text.includes('ferry_webhook_duration_seconds_count{topic="jobs"} 1'), lines);
     });
   } finally {
     await r.close();
