@@ -49,38 +49,40 @@ export const WEBHOOK_TIMEOUT_MS = 15_000;
 const ANSWER_CHARS = 1024;
 
 /**
- * Sends a webhook POST with fetch: no redirects followed (a 3xx is a failure, as at Svix), the
- * first 1 KiB of the answer read and the rest dropped, a timeout or a network error reported.
+ * A webhook sender over fetch: no redirects followed (a 3xx is a failure, as at Svix), the first
+ * 1 KiB of the answer read and the rest dropped, a timeout or a network error reported.
  */
-export const fetchSend: WebhookSend = async (url, { headers, body }) => {
-  try {
-    const res = await fetch(url, {
-      method: "POST",
-      headers,
-      body: body as Uint8Array<ArrayBuffer>,
-      redirect: "manual",
-      signal: AbortSignal.timeout(WEBHOOK_TIMEOUT_MS),
-    });
-    let answer = "";
-    if (res.body) {
-      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-      while (answer.length < ANSWER_CHARS) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        answer += value;
+export function fetchSender(timeoutMs = WEBHOOK_TIMEOUT_MS): WebhookSend {
+  return async (url, { headers, body }) => {
+    try {
+      const res = await fetch(url, {
+        method: "POST",
+        headers,
+        body: body as Uint8Array<ArrayBuffer>,
+        redirect: "manual",
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      let answer = "";
+      if (res.body) {
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        while (answer.length < ANSWER_CHARS) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          answer += value;
+        }
+        await reader.cancel().catch(() => {});
       }
-      await reader.cancel().catch(() => {});
+      return { status: res.status, answer: answer.slice(0, ANSWER_CHARS) };
+    } catch (e) {
+      const err = e as Error;
+      return {
+        error: err.name === "TimeoutError"
+          ? `no answer within ${timeoutMs / 1000} s`
+          : err.message.slice(0, 200),
+      };
     }
-    return { status: res.status, answer: answer.slice(0, ANSWER_CHARS) };
-  } catch (e) {
-    const err = e as Error;
-    return {
-      error: err.name === "TimeoutError"
-        ? `no answer within ${WEBHOOK_TIMEOUT_MS / 1000} s`
-        : err.message.slice(0, 200),
-    };
-  }
-};
+  };
+}
 
 /** Reads the keys, opens the broker (replaying its WALs) and attaches the metrics. */
 export async function openRuntime(
@@ -94,7 +96,7 @@ export async function openRuntime(
     ...open,
     log,
     onFsync: metrics.observeFsync,
-    send: fetchSend,
+    send: fetchSender(),
     onWebhookPost: metrics.observeWebhook,
   });
   metrics.attach(broker);
