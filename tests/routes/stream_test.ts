@@ -162,3 +162,19 @@ Deno.test("POST /api/drain ends every stream cleanly", async () => {
     await s.close();
   });
 });
+
+Deno.test("GET /metrics counts live streams in ferry_stream_subscribers", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "orders", "exists");
+    const gauge = async () =>
+      /ferry_stream_subscribers\{topic="orders"\} (\d+)/.exec(
+        (await ctx.call("GET", "/metrics")).text,
+      )?.[1];
+    assertEquals(await gauge(), "0");
+    const a = await openSse(`${ctx.url}/stream/orders`);
+    const b = await openSse(`${ctx.url}/stream/orders`);
+    assertEquals(await gauge(), "2");
+    await a.close();
+    await b.close();
+  });
+});
