@@ -24,32 +24,11 @@ export function exhausted(topic: Topic, retryCount: number): boolean {
 }
 
 /**
- * Moves one group's delivery into `dlq` and hands it to the DLQ's waiting consumers; resolves
- * once both the copy and the removal are durable.
+ * Moves one group's delivery into `dlq`, keeping its id, payload, headers and attempts, and hands
+ * it to the DLQ's waiting consumers; resolves once both the copy and the removal are durable.
  */
 export function deadLetter(
   ctx: BrokerContext,
-  source: Topic,
-  g: Group,
-  d: Delivery,
-  dlq: Topic,
-  retryCount: number,
-  reason: string | undefined,
-  now: number,
-): Promise<unknown> {
-  const done = move(source, g, d, dlq, retryCount, reason, now);
-  ctx.deliverAll(dlq, now);
-  ctx.log.info("message dead-lettered", {
-    topic: source.name,
-    group: g.name,
-    id: d.msg.id,
-    retry_count: retryCount,
-  });
-  return done;
-}
-
-/** Moves one group's delivery into `dlq`, keeping its id, payload, headers and attempts. */
-function move(
   source: Topic,
   g: Group,
   d: Delivery,
@@ -78,16 +57,18 @@ function move(
   }, now);
   // Memory changes now; the removal reaches the source's disk only after the copy is durable.
   const removed = source.commit(
-    {
-      type: RecordType.Ack,
-      seq: source.nextSeq(),
-      group: g.name,
-      ids: [msg.id],
-    },
+    { type: RecordType.Ack, seq: source.nextSeq(), group: g.name, ids: [msg.id] },
     now,
     moved,
   );
   source.counters.deadLettered++;
+  ctx.deliverAll(dlq, now);
+  ctx.log.info("message dead-lettered", {
+    topic: source.name,
+    group: g.name,
+    id: msg.id,
+    retry_count: retryCount,
+  });
   return Promise.all([moved, removed]);
 }
 
