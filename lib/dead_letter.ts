@@ -10,8 +10,8 @@ import { BrokerError } from "./errors.ts";
 import type { Group } from "./group.ts";
 import { checkName } from "./names.ts";
 import type { Delivery } from "./message.ts";
-import { DEFAULT_GROUP, originGroups, type Topic } from "./topic.ts";
-import { RecordType } from "./wal_record.ts";
+import { DEFAULT_GROUP, isWebhookGroup, originGroups, type Topic } from "./topic.ts";
+import { type DeliverySpec, RecordType } from "./wal_record.ts";
 
 /** The dead-letter topic name of `topic`. */
 export function dlqName(topic: string): string {
@@ -70,6 +70,16 @@ export function deadLetter(
     retry_count: retryCount,
   });
   return Promise.all([moved, removed]);
+}
+
+/**
+ * The groups a dead letter goes back to: those it failed in, except webhooks removed since
+ * (their group would take it and never deliver it); none left, or none named: every group.
+ */
+function backTo(target: Topic, origin: string | undefined): DeliverySpec[] | undefined {
+  const groups = originGroups(origin)?.filter((g) => !isWebhookGroup(g) || target.groups.has(g));
+  if (!groups?.length) return undefined;
+  return groups.map((group) => ({ group, retryCount: 0, dueAt: 0 }));
 }
 
 /** Moves `{topic}.dlq` back into `{topic}`; `name` may name either. */
@@ -131,7 +141,7 @@ function moveBack(
       reason: undefined,
       origin: undefined,
       headers: msg.headers,
-      deliveries: originGroups(msg.origin)?.map((group) => ({ group, retryCount: 0, dueAt: 0 })),
+      deliveries: backTo(target, msg.origin),
       dueAt: 0,
       payload: msg.payload,
     }, now));

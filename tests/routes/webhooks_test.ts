@@ -151,13 +151,18 @@ Deno.test("past the schedule the message goes to {topic}.dlq with the last statu
         await waitFor(async () => (await attempts(ctx, reg.body.id)).length === attempt);
         if (attempt <= SCHEDULE.length) await ctx.tick(SCHEDULE[attempt - 1]! * 1.1 + 1);
       }
-      const dead = await consume(ctx, "jobs.dlq");
+      const dead = await consume(ctx, "jobs.dlq", "peek=true");
       assertEquals([dead.id, dead.reason, dead.group], [
         p.id,
         "HTTP 503",
         `webhook:${reg.body.id}`,
       ]);
       assertEquals((await attempts(ctx, reg.body.id))[0].outcome, "dead_lettered");
+      // With the webhook gone, a redrive must not leave the message in its orphaned group.
+      await ctx.call("DELETE", `/api/webhooks/${reg.body.id}`);
+      assertEquals((await ctx.call("POST", "/api/queues/redrive?queue=jobs")).body.moved, 1);
+      const groups = Object.keys((await ctx.call("GET", "/api/stats")).body.topics.jobs.groups);
+      assertEquals(groups, [""], "no group of the removed webhook comes back");
     });
   } finally {
     await r.close();
