@@ -1034,21 +1034,29 @@ async function webhook(o: Options, p: Plan): Promise<void> {
         await quiet();
         const t0 = performance.now();
         const fillMs = await fill(b.url, "hooked", count, KIB);
+        // From here on the broker only pushes: the backlog left when publishing ended.
+        const [gotAtFill, tFill] = [got, performance.now()];
         const timeout = sleep(120_000).then(() => "timeout" as const);
         const done = await Promise.race([all.promise.then(() => "done" as const), timeout]);
-        const ms = performance.now() - t0;
-        const rate = got / (ms / 1000);
-        log(`webhook: ${int(got)} delivered at ${int(rate)} msg/s`);
+        const end = performance.now();
+        const overall = got / ((end - t0) / 1000);
+        const backlog = got - gotAtFill;
+        const rate = backlog > count / 10 ? backlog / ((end - tFill) / 1000) : overall;
+        log(`webhook: ${int(got)} delivered; ${int(rate)} msg/s draining the backlog`);
         row({
           section: "9",
-          measure: "webhook push, 1 KiB signed, 16 in flight, msg/s delivered",
+          measure: "webhook push, 1 KiB signed, 16 in flight, msg/s delivered from a backlog",
           conns: "16",
           result: int(rate),
           notes: [
-            `${int(got)} of ${int(count)} POSTed in ${
-              (ms / 1000).toFixed(2)
-            } s from the first publish`,
-            `publishing took ${(fillMs / 1000).toFixed(2)} s`,
+            `${int(got)} of ${int(count)} POSTed ${
+              ((end - t0) / 1000).toFixed(2)
+            } s after the first publish (${
+              int(overall)
+            } msg/s counting the time publishing shared the CPU)`,
+            `publishing took ${(fillMs / 1000).toFixed(2)} s; the rate is over the ${
+              int(backlog)
+            } left then`,
             done === "timeout" ? "gave up after 120 s" : "",
             "the receiver runs in the harness process",
             await busyNote(),
