@@ -16,7 +16,7 @@ import type { Group } from "../group.ts";
 import { type Delivery, State } from "../message.ts";
 import { type Topic, webhookGroup } from "../topic.ts";
 import { RecordType } from "../wal_record.ts";
-import { ferrySignature, signingKey, standardSignature } from "./signature.ts";
+import { hmacKey, signatures } from "./signature.ts";
 import type { Webhook } from "./registry.ts";
 
 /** How long a POST's message stays leased to its pusher; a POST gives up after 15 s. */
@@ -82,7 +82,7 @@ class Pusher implements Consumer {
   probeAt: number | undefined;
   probeWaitMs = PROBE_FIRST_MS;
   remove: () => void = () => {};
-  readonly #key: Uint8Array | undefined;
+  readonly #key: Promise<CryptoKey> | undefined;
 
   constructor(
     readonly hook: Webhook,
@@ -90,7 +90,7 @@ class Pusher implements Consumer {
     private readonly owner: Pushers,
   ) {
     this.credits = owner.settings.concurrency;
-    this.#key = hook.secret ? signingKey(hook.secret) : undefined;
+    this.#key = hook.secret ? hmacKey(hook.secret) : undefined;
   }
 
   offer(items: Offered[], ephemeral: boolean): void {
@@ -102,7 +102,7 @@ class Pusher implements Consumer {
   }
 
   /** Headers of one POST (CONTRACT "Webhooks"). */
-  #headers(item: Offered, body: Uint8Array): Record<string, string> {
+  async #headers(item: Offered, body: Uint8Array): Promise<Record<string, string>> {
     const msg = item.msg;
     const h: Record<string, string> = {
       "content-type": "application/octet-stream",
@@ -116,10 +116,11 @@ class Pusher implements Consumer {
     for (let i = 0; i < stored.length; i += 2) h[stored[i]!] = stored[i + 1]!;
     if (this.#key) {
       const at = Math.floor(this.owner.ctx.now() / 1000);
-      h["x-ferry-signature"] = ferrySignature(this.#key, body);
+      const sig = await signatures(await this.#key, msg.id, at, body);
+      h["x-ferry-signature"] = sig.ferry;
       h["webhook-id"] = msg.id;
       h["webhook-timestamp"] = String(at);
-      h["webhook-signature"] = standardSignature(this.#key, msg.id, at, body);
+      h["webhook-signature"] = sig.standard;
     }
     return h;
   }
@@ -129,10 +130,8 @@ class Pusher implements Consumer {
     const lease = ephemeral ? 0 : d.lease;
     const body = item.msg.payload;
     const t0 = performance.now();
-    const result = await this.owner.send(this.hook.url, {
-      headers: this.#headers(item, body),
-      body,
-    });
+    const headers = await this.#headers(item, body);
+    const result = await this.owner.send(this.hook.url, { headers, body });
     const took = performance.now() - t0;
     const latencyMs = Math.round(took * 10) / 10;
     this.owner.settings.onPost?.(this.hook.topic.name, took / 1000);

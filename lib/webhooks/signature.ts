@@ -19,6 +19,38 @@ export function signingKey(secret: string): Uint8Array {
   return new TextEncoder().encode(secret);
 }
 
+/** The key of a secret for WebCrypto, which signs off the main thread. */
+export function hmacKey(secret: string): Promise<CryptoKey> {
+  return crypto.subtle.importKey(
+    "raw",
+    signingKey(secret) as Uint8Array<ArrayBuffer>,
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+}
+
+/** Both signature headers' values of one POST, signed with WebCrypto. */
+export async function signatures(
+  key: CryptoKey,
+  id: string,
+  timestampSeconds: number,
+  body: Uint8Array,
+): Promise<{ ferry: string; standard: string }> {
+  const prefix = new TextEncoder().encode(`${id}.${timestampSeconds}.`);
+  const signed = new Uint8Array(prefix.length + body.length);
+  signed.set(prefix);
+  signed.set(body, prefix.length);
+  const [ferry, standard] = await Promise.all([
+    crypto.subtle.sign("HMAC", key, body as Uint8Array<ArrayBuffer>),
+    crypto.subtle.sign("HMAC", key, signed),
+  ]);
+  return {
+    ferry: `sha256=${new Uint8Array(ferry).toHex()}`,
+    standard: `v1,${new Uint8Array(standard).toBase64()}`,
+  };
+}
+
 /** `sha256=<lowercase hex HMAC-SHA256(key, body)>`, the X-Ferry-Signature header. */
 export function ferrySignature(key: Uint8Array, body: Uint8Array): string {
   return `sha256=${createHmac("sha256", key).update(body).digest("hex")}`;

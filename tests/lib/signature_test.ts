@@ -1,7 +1,13 @@
 import { createHmac } from "node:crypto";
 import { Webhook } from "standardwebhooks";
 import { assertEquals, assertThrows } from "../_support/assert.ts";
-import { ferrySignature, signingKey, standardSignature } from "../../lib/webhooks/signature.ts";
+import {
+  ferrySignature,
+  hmacKey,
+  signatures,
+  signingKey,
+  standardSignature,
+} from "../../lib/webhooks/signature.ts";
 
 const body = new TextEncoder().encode('{"order":42,"note":"naïve"}');
 
@@ -30,4 +36,14 @@ Deno.test("signingKey() decodes whsec_ secrets and takes any other secret as UTF
   assertEquals(signingKey(`whsec_${btoa("raw")}`), new TextEncoder().encode("raw"));
   assertEquals(signingKey("plain ü"), new TextEncoder().encode("plain ü"));
   assertEquals(signingKey("whsec_***"), new TextEncoder().encode("whsec_***"), "not Base64");
+});
+
+Deno.test("signatures() (WebCrypto) gives what ferrySignature() and standardSignature() give", async () => {
+  const secret = `whsec_${btoa("a key of random bytes, 32 long!!")}`;
+  const got = await signatures(await hmacKey(secret), "msg_1", 1_732_300_000, body);
+  const key = signingKey(secret);
+  assertEquals(got, {
+    ferry: ferrySignature(key, body),
+    standard: standardSignature(key, "msg_1", 1_732_300_000, body),
+  });
 });
