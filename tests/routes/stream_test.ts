@@ -7,6 +7,7 @@ import { assert, assertEquals } from "../_support/assert.ts";
 import { call, publish } from "../_support/http.ts";
 import { startBroker, withBroker } from "../_support/server.ts";
 import { openSse } from "../_support/sse.ts";
+import { spawnBroker } from "../_support/child.ts";
 import { createHandler } from "../../routes/app.ts";
 import { streamRoutes } from "../../routes/stream.ts";
 
@@ -177,4 +178,29 @@ Deno.test("GET /metrics counts live streams in ferry_stream_subscribers", async 
     await a.close();
     await b.close();
   });
+});
+
+Deno.test({
+  name: "SIGTERM ends every stream cleanly and the broker exits 0",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async () => {
+    const dataDir = await Deno.makeTempDir({ prefix: "ferry-stream-" });
+    const child = await spawnBroker({ dataDir });
+    try {
+      const s = await openSse(`${child.url}/stream/orders`);
+      await publish(child, "orders", "a");
+      await s.take(1);
+      child.kill("SIGTERM");
+      let e = await s.next();
+      while (e?.comment !== undefined) e = await s.next();
+      assertEquals(e, undefined, "the stream ended");
+      assertEquals((await child.exited).code, 0);
+      await s.close();
+    } finally {
+      child.kill("SIGKILL");
+      await child.exited;
+      await Deno.remove(dataDir, { recursive: true });
+    }
+  },
 });
