@@ -5,8 +5,6 @@
  * written `whsec_<base64>` (the Standard Webhooks form) the decoded bytes.
  */
 
-import { createHmac } from "node:crypto";
-
 const STANDARD_PREFIX = "whsec_";
 
 /** The HMAC key of a secret. */
@@ -49,20 +47,4 @@ export async function signatures(
     ferry: `sha256=${new Uint8Array(ferry).toHex()}`,
     standard: `v1,${new Uint8Array(standard).toBase64()}`,
   };
-}
-
-/** `sha256=<lowercase hex HMAC-SHA256(key, body)>`, the X-Ferry-Signature header. */
-export function ferrySignature(key: Uint8Array, body: Uint8Array): string {
-  return `sha256=${createHmac("sha256", key).update(body).digest("hex")}`;
-}
-
-/** `v1,<base64 HMAC-SHA256(key, "id.timestamp.body")>`, the webhook-signature header. */
-export function standardSignature(
-  key: Uint8Array,
-  id: string,
-  timestampSeconds: number,
-  body: Uint8Array,
-): string {
-  const mac = createHmac("sha256", key).update(`${id}.${timestampSeconds}.`).update(body);
-  return `v1,${mac.digest("base64")}`;
 }
