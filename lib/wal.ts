@@ -8,6 +8,7 @@
  * every later append too, on purpose: the broker then reports itself unhealthy.
  */
 
+import { concat } from "./bytes.ts";
 import { type Config, FSYNC_INTERVAL_MS, type FsyncMode } from "./config.ts";
 import type { Logger } from "./log.ts";
 import type { PayloadLocation } from "./message.ts";
@@ -37,17 +38,6 @@ function deferred(): Deferred {
   });
   promise.catch(() => {}); // callers that never await must not crash the process
   return { promise, resolve, reject };
-}
-
-function concat(frames: Uint8Array[], total: number): Uint8Array {
-  if (frames.length === 1) return frames[0]!;
-  const out = new Uint8Array(total);
-  let pos = 0;
-  for (const f of frames) {
-    out.set(f, pos);
-    pos += f.length;
-  }
-  return out;
 }
 
 async function writeAll(file: Deno.FsFile, buf: Uint8Array): Promise<void> {

@@ -7,6 +7,7 @@
  * `event: reset` and is closed; drain ends every stream.
  */
 
+import { concat } from "../lib/bytes.ts";
 import { filterFn } from "../lib/deliveries.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
@@ -20,16 +21,6 @@ export const PING_MS = 15_000;
 const QUEUED_EVENTS = 64;
 /** Bytes of events gathered into one chunk at most. */
 const CHUNK_BYTES = 64 * 1024;
-
-function concat(parts: Uint8Array[], bytes: number): Uint8Array {
-  const out = new Uint8Array(bytes);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
 
 const encoder = new TextEncoder();
 
@@ -94,7 +85,7 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
         let pendingBytes = 0;
         const flush = () => {
           if (!pending.length) return;
-          const chunk = pending.length === 1 ? pending[0]! : concat(pending, pendingBytes);
+          const chunk = concat(pending, pendingBytes);
           pending = [];
           pendingBytes = 0;
           if (open) controller.enqueue(chunk);
