@@ -92,9 +92,8 @@ export class Broker implements BrokerContext {
       retryScheduleMs: config.webhookRetryScheduleMs,
       onPost: opts.onWebhookPost,
     }, (id) => {
-      this.removeWebhook(id).then(
-        () => this.log.info("webhook removed: its endpoint answered 410 Gone", { id }),
-        (e) => this.log.warn("webhook not removed", { id, error: e }),
+      this.removeWebhook(id, "its endpoint answered 410 Gone").catch((e) =>
+        this.log.warn("webhook not removed", { id, error: e })
       );
     });
     this.stats = new Stats(() => this.#topics.values(), (n) => this.#topics.find(n));
@@ -273,11 +272,12 @@ export class Broker implements BrokerContext {
     return w;
   }
 
-  /** Removes a webhook, its group and what only it held. */
-  async removeWebhook(id: string): Promise<Webhook> {
+  /** Removes a webhook, its group and what only it held; `cause` goes in the log line. */
+  async removeWebhook(id: string, cause = "deleted by a client"): Promise<Webhook> {
     this.#gate();
     const w = await webhooks.remove(this, id);
     this.pushers?.sync(w.topic);
+    this.log.info("webhook removed", { id, topic: w.topic.name, cause });
     return w;
   }
 

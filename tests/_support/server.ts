@@ -70,13 +70,14 @@ export interface TestBroker extends InProcessBroker {
   tick(ms: number): Promise<void>;
 }
 
-/** Runs `fn` against a fresh broker and always closes it (and aborts open requests). */
+/** Runs `fn` against a fresh broker and always closes it (and aborts open requests); `log` hears its lines. */
 export async function withBroker(
   overrides: Partial<Config>,
   fn: (ctx: TestBroker) => Promise<void>,
   clock = new Clock(),
+  log?: Logger,
 ): Promise<void> {
-  const b = await startBroker(overrides, { clock: clock.fn });
+  const b = await startBroker(overrides, { clock: clock.fn, log });
   const ctx = bind(b, clock);
   try {
     await fn(ctx);

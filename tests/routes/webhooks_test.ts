@@ -8,7 +8,8 @@ import { createHmac } from "node:crypto";
 import { Webhook as StandardWebhook } from "standardwebhooks";
 import { assert, assertEquals } from "../_support/assert.ts";
 import { assertProblem, consume, type Json, publish } from "../_support/http.ts";
-import { withBroker } from "../_support/server.ts";
+import { Clock, withBroker } from "../_support/server.ts";
+import { Logger } from "../../lib/log.ts";
 
 interface Received {
   headers: Headers;
@@ -43,39 +44,58 @@ function receiver(statuses: number[] = [200]) {
 
 const SCHEDULE = [100, 200, 300];
 
+/** A logger that keeps the broker's lines; `find` gives those with a message, parsed. */
+function logLines() {
+  const lines: string[] = [];
+  return {
+    log: new Logger("info", (l) => lines.push(l)),
+    find: (msg: string) =>
+      lines.map((l) => JSON.parse(l)).filter((r: Record<string, unknown>) => r.msg === msg),
+  };
+}
+
 Deno.test("POST /webhook/{topic} registers a webhook: 201 without its secret; 400 and 409", async () => {
-  await withBroker({}, async (ctx) => {
-    const reg = await ctx.call("POST", "/webhook/orders", {
-      json: { url: "https://example.com/hook", secret: "s3cret" },
-    });
-    assertEquals(reg.status, 201, reg.text);
-    assertEquals([reg.body.topic, reg.body.url, reg.body.signed], [
-      "orders",
-      "https://example.com/hook",
-      true,
-    ]);
-    assert(!reg.text.includes("s3cret"));
-    assertProblem(
-      await ctx.call("POST", "/webhook/orders", { json: { url: "https://example.com/hook" } }),
-      409,
-      "already_exists",
-    );
-    for (const url of ["ftp://x/y", "/relative", "not a url", `https://x/${"a".repeat(2050)}`]) {
+  const logs = logLines();
+  await withBroker(
+    {},
+    async (ctx) => {
+      const reg = await ctx.call("POST", "/webhook/orders", {
+        json: { url: "https://example.com/hook", secret: "s3cret" },
+      });
+      assertEquals(reg.status, 201, reg.text);
+      assertEquals([reg.body.topic, reg.body.url, reg.body.signed], [
+        "orders",
+        "https://example.com/hook",
+        true,
+      ]);
+      assert(!reg.text.includes("s3cret"));
       assertProblem(
-        await ctx.call("POST", "/webhook/orders", { json: { url } }),
-        400,
-        "invalid_parameter",
+        await ctx.call("POST", "/webhook/orders", { json: { url: "https://example.com/hook" } }),
+        409,
+        "already_exists",
       );
-    }
-    const listed = await ctx.call("GET", "/api/webhooks?topic=orders");
-    assertEquals(listed.body.map((w: Json) => [w.id, w.state, w.pending, w.last_attempt]), [
-      [reg.body.id, "active", 0, null],
-    ]);
-    const del = await ctx.call("DELETE", `/api/webhooks/${reg.body.id}`);
-    assertEquals(del.body, { id: reg.body.id, deleted: true });
-    assertEquals((await ctx.call("GET", "/api/webhooks?topic=orders")).body, []);
-    assertProblem(await ctx.call("DELETE", `/api/webhooks/${reg.body.id}`), 404, "not_found");
-  });
+      for (const url of ["ftp://x/y", "/relative", "not a url", `https://x/${"a".repeat(2050)}`]) {
+        assertProblem(
+          await ctx.call("POST", "/webhook/orders", { json: { url } }),
+          400,
+          "invalid_parameter",
+        );
+      }
+      const listed = await ctx.call("GET", "/api/webhooks?topic=orders");
+      assertEquals(listed.body.map((w: Json) => [w.id, w.state, w.pending, w.last_attempt]), [
+        [reg.body.id, "active", 0, null],
+      ]);
+      const del = await ctx.call("DELETE", `/api/webhooks/${reg.body.id}`);
+      assertEquals(del.body, { id: reg.body.id, deleted: true });
+      assertEquals((await ctx.call("GET", "/api/webhooks?topic=orders")).body, []);
+      assertProblem(await ctx.call("DELETE", `/api/webhooks/${reg.body.id}`), 404, "not_found");
+      assertEquals(logs.find("webhook removed").map((l) => [l.id, l.topic, l.cause]), [
+        [reg.body.id, "orders", "deleted by a client"],
+      ]);
+    },
+    new Clock(),
+    logs.log,
+  );
 });
 
 Deno.test("a publish is POSTed unchanged with its metadata and both signatures", async () => {
@@ -169,17 +189,29 @@ Deno.test("past the schedule the message goes to {topic}.dlq with the last statu
   }
 });
 
-Deno.test("an endpoint answering 410 Gone removes its webhook", async () => {
+Deno.test("an endpoint answering 410 Gone removes its webhook, with a log line", async () => {
   const r = receiver([410]);
+  const logs = logLines();
   try {
-    await withBroker({}, async (ctx) => {
-      await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
-      await publish(ctx, "jobs", "x");
-      await r.received(1);
-      await waitFor(async () =>
-        (await ctx.call("GET", "/api/webhooks?topic=jobs")).body.length === 0
-      );
-    });
+    await withBroker(
+      {},
+      async (ctx) => {
+        const reg = await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
+        await publish(ctx, "jobs", "x");
+        await r.received(1);
+        await waitFor(async () =>
+          (await ctx.call("GET", "/api/webhooks?topic=jobs")).body.length === 0
+        );
+        const [line] = logs.find("webhook removed");
+        assertEquals([line?.id, line?.topic, line?.cause], [
+          reg.body.id,
+          "jobs",
+          "its endpoint answered 410 Gone",
+        ]);
+      },
+      new Clock(),
+      logs.log,
+    );
   } finally {
     await r.close();
   }
@@ -242,28 +274,43 @@ Deno.test("GET /metrics counts webhook POSTs by topic and outcome, and times the
 
 Deno.test("a webhook that keeps failing is paused, probed with backoff, and resumes on a 2xx", async () => {
   const failing = receiver([500]);
+  const logs = logLines();
   try {
-    await withBroker({ webhookRetryScheduleMs: [3_600_000] }, async (ctx) => {
-      const reg = await ctx.call("POST", "/webhook/jobs", { json: { url: failing.url } });
-      for (let i = 0; i < 20; i++) await publish(ctx, "jobs", `m${i}`);
-      await failing.received(5);
-      const hook = async () => (await ctx.call("GET", "/api/webhooks?topic=jobs")).body[0];
-      await waitFor(async () => (await hook()).state === "paused");
-      await waitFor(async () => (await attempts(ctx, reg.body.id)).length === failing.got.length);
-      const atPause = failing.got.length;
-      assert(atPause < 20, `paused after ${atPause} POSTs, not hammered with all 20`);
-      await ctx.tick(999);
-      assertEquals(failing.got.length, atPause, "no probe before its wait");
-      await ctx.tick(1); // the first probe: one POST, which fails; the next wait doubles
-      await failing.received(atPause + 1);
-      await waitFor(async () => (await attempts(ctx, reg.body.id)).length === atPause + 1);
-      await ctx.tick(1_999);
-      assertEquals(failing.got.length, atPause + 1, "the second probe waits 2 s");
-      failing.statuses.splice(0, 1, 200); // the endpoint is back
-      await ctx.tick(1);
-      await waitFor(async () => (await hook()).state === "active");
-      await waitFor(async () => (await hook()).pending === atPause + 1, "the rest delivered");
-    });
+    await withBroker(
+      { webhookRetryScheduleMs: [3_600_000] },
+      async (ctx) => {
+        const reg = await ctx.call("POST", "/webhook/jobs", { json: { url: failing.url } });
+        for (let i = 0; i < 20; i++) await publish(ctx, "jobs", `m${i}`);
+        await failing.received(5);
+        const hook = async () => (await ctx.call("GET", "/api/webhooks?topic=jobs")).body[0];
+        await waitFor(async () => (await hook()).state === "paused");
+        await waitFor(async () => (await attempts(ctx, reg.body.id)).length === failing.got.length);
+        const atPause = failing.got.length;
+        assert(atPause < 20, `paused after ${atPause} POSTs, not hammered with all 20`);
+        await ctx.tick(999);
+        assertEquals(failing.got.length, atPause, "no probe before its wait");
+        await ctx.tick(1); // the first probe: one POST, which fails; the next wait doubles
+        await failing.received(atPause + 1);
+        await waitFor(async () => (await attempts(ctx, reg.body.id)).length === atPause + 1);
+        await ctx.tick(1_999);
+        assertEquals(failing.got.length, atPause + 1, "the second probe waits 2 s");
+        failing.statuses.splice(0, 1, 200); // the endpoint is back
+        await ctx.tick(1);
+        await waitFor(async () => (await hook()).state === "active");
+        await waitFor(async () => (await hook()).pending === atPause + 1, "the rest delivered");
+        const paused = logs.find("webhook paused: its endpoint keeps failing");
+        assertEquals(paused.length, 1, "one line per pause, none per failed probe");
+        assertEquals([paused[0]?.id, paused[0]?.topic, paused[0]?.reason], [
+          reg.body.id,
+          "jobs",
+          "HTTP 500",
+        ]);
+        const resumed = logs.find("webhook resumed");
+        assertEquals(resumed.map((l) => [l.id, l.topic]), [[reg.body.id, "jobs"]]);
+      },
+      new Clock(),
+      logs.log,
+    );
   } finally {
     await failing.close();
   }
