@@ -22,6 +22,7 @@ import { loadNodeId } from "./node_id.ts";
 import * as publishing from "./publish.ts";
 import { recover, type RecoveryReport } from "./recovery.ts";
 import { Scheduler, TICK_MS } from "./scheduler.ts";
+import { Rates } from "./rates.ts";
 import { Stats } from "./stats.ts";
 import { Subscribers } from "./subscribers.ts";
 import { Registry } from "./registry.ts";
@@ -32,7 +33,7 @@ import * as webhooks from "./webhooks/registry.ts";
 import type { Webhook } from "./webhooks/registry.ts";
 import { RecordType } from "./wal_record.ts";
 
-export type { ConsumeOptions, Handed, Requeued } from "./deliveries.ts";
+export type { ConsumeOptions, Handed, Leased, Requeued } from "./deliveries.ts";
 export type { Published, PublishOptions } from "./publish.ts";
 
 /** Options of Broker.open. */
@@ -59,6 +60,8 @@ export class Broker implements BrokerContext {
   readonly memory: MemoryBudget;
   readonly consumers: Consumers;
   readonly stats: Stats;
+  /** Rates over the last minutes, sampled by the sweep. */
+  readonly rates: Rates;
   readonly scheduler: Scheduler;
   readonly #compactor: Compactor;
   /** The durable feed: subscribers, resume rings, taps. */
@@ -97,6 +100,7 @@ export class Broker implements BrokerContext {
       );
     });
     this.stats = new Stats(() => this.#topics.values(), (n) => this.#topics.find(n));
+    this.rates = new Rates(this.stats, () => this.#topics.values());
     this.#compactor = new Compactor(config, this.log, this.now);
     this.scheduler = new Scheduler(
       this,
@@ -259,9 +263,21 @@ export class Broker implements BrokerContext {
     return deliveries.touch(this, name, group, id, byMs);
   }
 
-  redrive(name: string) {
+  /** Moves `{topic}.dlq` back, all of it or only the messages `ids` names. */
+  redrive(name: string, ids?: string[]) {
     this.#gate();
-    return redrive(this, name);
+    return redrive(this, name, ids);
+  }
+
+  /** Up to `limit` messages in flight in a group, the soonest lease end first. */
+  leased(name: string, group: string, limit: number) {
+    return deliveries.leased(this, name, group, limit);
+  }
+
+  /** Makes an in-flight message ready again now, keeping its retry count. */
+  release(name: string, group: string, id: string) {
+    this.#gate();
+    return deliveries.release(this, name, group, id);
   }
 
   /** Registers a webhook on a topic and starts pushing to it. */
@@ -293,6 +309,7 @@ export class Broker implements BrokerContext {
   sweep(now: number): void {
     this.scheduler.sweep(now);
     this.pushers?.tick(now);
+    this.rates.sample(now);
   }
 
   // ---- lifecycle ---------------------------------------------------------------------------

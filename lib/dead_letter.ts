@@ -9,7 +9,7 @@ import type { BrokerContext } from "./context.ts";
 import { BrokerError } from "./errors.ts";
 import type { Group } from "./group.ts";
 import { checkName } from "./names.ts";
-import type { Delivery } from "./message.ts";
+import type { Delivery, StoredMessage } from "./message.ts";
 import { DEFAULT_GROUP, isWebhookGroup, originGroups, type Topic } from "./topic.ts";
 import { type DeliverySpec, RecordType } from "./wal_record.ts";
 
@@ -82,10 +82,14 @@ function backTo(target: Topic, origin: string | undefined): DeliverySpec[] | und
   return groups.map((group) => ({ group, retryCount: 0, dueAt: 0 }));
 }
 
-/** Moves `{topic}.dlq` back into `{topic}`; `name` may name either. */
+/**
+ * Moves `{topic}.dlq` back into `{topic}`; `name` may name either. With `ids`, only those
+ * messages move (ids the DLQ does not hold are skipped).
+ */
 export async function redrive(
   ctx: BrokerContext,
   name: string,
+  ids?: string[],
 ): Promise<{ topic: string; source: string; moved: number }> {
   checkName(name, "queue");
   const base = name.endsWith(DLQ_SUFFIX) ? name.slice(0, -DLQ_SUFFIX.length) : name;
@@ -102,7 +106,10 @@ export async function redrive(
     messages: ctx.effective(target).maxMessages - target.messages.size,
     bytes: (target.settings.maxBytes || Infinity) - target.storedBytes,
   };
-  const { moved, durable } = moveBack(dlq, target, room, now);
+  const chosen = ids
+    ? [...new Set(ids)].map((id) => dlq.messages.get(id)).filter((m) => m !== undefined)
+    : dlq.messages.values();
+  const { moved, durable } = moveBack(dlq, chosen, target, room, now);
   ctx.deliverAll(target, now);
   await durable;
   ctx.log.info("redrive", { topic: base, moved });
@@ -116,6 +123,7 @@ export async function redrive(
  */
 function moveBack(
   dlq: Topic,
+  messages: Iterable<StoredMessage>,
   target: Topic,
   room: { messages: number; bytes: number },
   now: number,
@@ -123,7 +131,7 @@ function moveBack(
   const ids: string[] = [];
   const writes: Promise<void>[] = [];
   let bytesLeft = room.bytes;
-  for (const msg of dlq.messages.values()) {
+  for (const msg of messages) {
     const size = msg.storedBytes;
     if (ids.length >= room.messages || size > bytesLeft) break;
     bytesLeft -= size;

@@ -246,6 +246,53 @@ export async function requeue(
   return { retryCount: retry, deadLettered: false, topic: name };
 }
 
+/** A message in flight, for operators: what was handed out and when its lease ends. */
+export interface Leased extends Handed {
+  leaseEndsAt: number;
+}
+
+/** Up to `limit` messages in flight in a group, the soonest lease end first. */
+export function leased(ctx: BrokerContext, name: string, group: string, limit: number): Leased[] {
+  checkName(name, "queue");
+  if (group) checkName(group, "group");
+  const g = ctx.findTopic(name)?.groups.get(group);
+  if (!g) return [];
+  return g.inFlight(limit).map((d) => ({
+    topic: name,
+    msg: d.msg,
+    retryCount: d.retryCount,
+    reason: d.reason,
+    group,
+    leaseEndsAt: d.at,
+  }));
+}
+
+/**
+ * Ends the lease of an in-flight message now, for an operator: it is ready again at once and
+ * keeps its retry count (a release is not a failed attempt). Resolves once durable.
+ */
+export async function release(
+  ctx: BrokerContext,
+  name: string,
+  group: string,
+  id: string,
+): Promise<Requeued> {
+  const { topic, g, d } = inFlight(ctx, name, group, id, "release");
+  const now = ctx.now();
+  const durable = topic.commit({
+    type: RecordType.Requeue,
+    seq: topic.nextSeq(),
+    group: g.name,
+    id,
+    retryCount: d.retryCount,
+    dueAt: 0,
+    reason: undefined,
+  }, now);
+  ctx.deliver(topic, g, now);
+  await durable;
+  return { retryCount: d.retryCount, deadLettered: false, topic: name };
+}
+
 /**
  * Extends the lease of an in-flight message by `byMs` from now (default: the topic's
  * visibility); returns the new lease end.

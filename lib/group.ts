@@ -183,6 +183,14 @@ export class Group {
     return n;
   }
 
+  /** Up to `limit` in-flight deliveries, the soonest lease end first (for operators). */
+  inFlight(limit: number): Delivery[] {
+    const live = this.leases.values().filter((e) =>
+      e.d.state === State.InFlight && e.d.lease === e.lease
+    );
+    return live.sort((a, b) => a.d.at - b.d.at).slice(0, limit).map((e) => e.d);
+  }
+
   /** In-flight deliveries whose lease has ended, removed from the lease heap. */
   endedLeases(now: number): Delivery[] {
     const out: Delivery[] = [];

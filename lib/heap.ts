@@ -51,6 +51,11 @@ export class Heap<T> {
     return top;
   }
 
+  /** Every item, stale ones included, in no particular order. */
+  values(): readonly T[] {
+    return this.#items;
+  }
+
   clear(): void {
     this.#keys = [];
     this.#items = [];

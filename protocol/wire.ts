@@ -112,6 +112,43 @@ export interface RedriveAnswer {
   moved: number;
 }
 
+/** One item of GET /api/queues/inflight: a message in flight and when its lease ends. */
+export interface InFlightItem extends MessageJson {
+  lease_ends_at: string;
+}
+
+/** POST /api/queues/release. */
+export interface ReleaseAnswer {
+  id: string;
+  queue: string;
+  group: string;
+  retry_count: number;
+  status: "released";
+}
+
+/** Events per second over one interval of GET /api/rates, which ended at `time`. */
+export interface RatePointJson {
+  time: string;
+  published: number;
+  delivered: number;
+  acked: number;
+  requeued: number;
+  dead_lettered: number;
+  expired: number;
+}
+
+/**
+ * GET /api/rates: the broker's rates over the last minutes (`totals`, oldest first) and each
+ * topic's latest ones; with `?queue=`, that queue's history in `points` instead of `topics`.
+ */
+export interface RatesJson {
+  interval_seconds: number;
+  totals: RatePointJson[];
+  topics?: Record<string, RatePointJson>;
+  queue?: string;
+  points?: RatePointJson[];
+}
+
 /** DELETE /api/queues/purge. */
 export interface PurgeAnswer {
   queue: string;

@@ -5,7 +5,7 @@ import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
 import type { Policy } from "../lib/wal_record.ts";
 import { durationIn, json, needString, optString, parseIntIn, queueParam } from "./http.ts";
-import { readJson } from "./body.ts";
+import { readJson, readOptionalJson } from "./body.ts";
 import type { Ctx, Route } from "./router.ts";
 import { groupJson, queueJson, topicJson } from "./wire.ts";
 
@@ -55,9 +55,23 @@ function listQueues(_req: Request, ctx: Ctx): Response {
   return json(ctx.broker.stats.figures(ctx.broker.now()).map(queueJson));
 }
 
-async function redrive(_req: Request, ctx: Ctx): Promise<Response> {
-  const { topic, source, moved } = await ctx.broker.redrive(queueParam(ctx.query));
+/** Redrives the whole DLQ, or with a body `{"ids":[…]}` only those messages. */
+async function redrive(req: Request, ctx: Ctx): Promise<Response> {
+  const queue = queueParam(ctx.query);
+  const ids = await optionalIds(req);
+  const { topic, source, moved } = await ctx.broker.redrive(queue, ids);
   return json({ queue: topic, source, moved });
+}
+
+/** The `ids` of an optional JSON body: undefined without a body. */
+async function optionalIds(req: Request): Promise<string[] | undefined> {
+  const body = await readOptionalJson(req);
+  if (!body) return undefined;
+  const ids = body.ids;
+  if (!Array.isArray(ids) || ids.some((id) => typeof id !== "string")) {
+    throw new BrokerError("bad_request", 'Expected "ids": an array of message ids');
+  }
+  return ids;
 }
 
 async function purge(_req: Request, ctx: Ctx): Promise<Response> {

@@ -95,8 +95,15 @@ const MAX_JSON_DEPTH = 32;
 
 /** Reads and parses a JSON object body; 400 `bad_request` naming the problem. */
 export async function readJson(req: Request): Promise<Record<string, unknown>> {
+  const body = await readOptionalJson(req);
+  if (!body) throw new BrokerError("empty_body", "Expected a JSON object body");
+  return body;
+}
+
+/** Like readJson, but an empty body is undefined (for routes where the body is optional). */
+export async function readOptionalJson(req: Request): Promise<Record<string, unknown> | undefined> {
   const bytes = await readBody(req, MAX_JSON_BODY_BYTES);
-  if (bytes.length === 0) throw new BrokerError("empty_body", "Expected a JSON object body");
+  if (bytes.length === 0) return undefined;
   if (nestedDeeperThan(bytes, MAX_JSON_DEPTH)) {
     throw new BrokerError(
       "bad_request",

@@ -1,4 +1,7 @@
-/** The dashboard's JSON interface: publish, consume and peek by `queue` name, and webhooks. */
+/**
+ * The dashboard's JSON interface by `queue` name: publish, consume, peek, the messages in
+ * flight and releasing one early, and webhooks.
+ */
 
 import { MAX_PEEK, MAX_TIME_MS } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
@@ -18,7 +21,11 @@ import { parsePriority, publishOrBroadcast } from "./publish.ts";
 import type { Ctx, Route } from "./router.ts";
 import { list as listWebhooks } from "../lib/webhooks/registry.ts";
 import { webhookItem } from "./webhooks.ts";
-import { messageJson } from "./wire.ts";
+import { inFlightJson, messageJson } from "./wire.ts";
+import type { ReleaseAnswer } from "../protocol/wire.ts";
+
+/** Most in-flight messages one GET /api/queues/inflight lists. */
+const MAX_IN_FLIGHT_LISTED = 1000;
 
 const encoder = new TextEncoder();
 
@@ -62,6 +69,25 @@ function peek(_req: Request, ctx: Ctx): Response {
   return json(ctx.broker.peek(queueParam(ctx.query), n).map(messageJson));
 }
 
+function inFlight(_req: Request, ctx: Ctx): Response {
+  const queue = queueParam(ctx.query);
+  const group = ctx.query.str("group") ?? "";
+  const limit = ctx.query.str("limit");
+  const n = limit ? parseIntIn(limit, "limit", 1, MAX_IN_FLIGHT_LISTED) : 100;
+  return json(ctx.broker.leased(queue, group, n).map(inFlightJson));
+}
+
+async function release(req: Request, ctx: Ctx): Promise<Response> {
+  const body = await readJson(req);
+  const queue = checkName(needString(body, "queue"), "queue");
+  const group = optString(body, "group") ?? "";
+  const id = needString(body, "id");
+  const r = await ctx.broker.release(queue, group ? checkName(group, "group") : "", id);
+  return json(
+    { id, queue, group, retry_count: r.retryCount, status: "released" } satisfies ReleaseAnswer,
+  );
+}
+
 function webhooks(_req: Request, ctx: Ctx): Response {
   const queue = queueParam(ctx.query);
   if (!ctx.broker.findTopic(queue)) {
@@ -74,5 +100,7 @@ export const dashboardRoutes: Route[] = [
   { method: "POST", pattern: "/api/queues/publish", scope: "publish", handler: publish },
   { method: "POST", pattern: "/api/queues/consume", scope: "consume", handler: consume },
   { method: "GET", pattern: "/api/queues/peek", scope: "consume", handler: peek },
+  { method: "GET", pattern: "/api/queues/inflight", scope: "consume", handler: inFlight },
+  { method: "POST", pattern: "/api/queues/release", scope: "consume", handler: release },
   { method: "GET", pattern: "/api/queues/webhooks", scope: "admin", handler: webhooks },
 ];

@@ -1,12 +1,37 @@
-/** What operators read: GET /metrics, GET /api/stats, GET /api/cluster/status. */
+/** What operators read: GET /metrics, /api/stats, /api/rates, /api/cluster/status. */
 
 import { type Metrics, UNMATCHED } from "./metrics.ts";
 import { json } from "./http.ts";
 import type { AfterHook, Ctx, Route } from "./router.ts";
-import { statsJson } from "./wire.ts";
+import { BrokerError } from "../lib/errors.ts";
+import { RATE_INTERVAL_MS } from "../lib/rates.ts";
+import type { RatePointJson, RatesJson } from "../protocol/wire.ts";
+import { rateJson, statsJson } from "./wire.ts";
 
 function stats(_req: Request, { broker }: Ctx): Response {
   return json(statsJson(broker, broker.now()));
+}
+
+function rates(_req: Request, { broker, query }: Ctx): Response {
+  const totals = broker.rates.totals().map(rateJson);
+  const out: RatesJson = { interval_seconds: RATE_INTERVAL_MS / 1000, totals };
+  const queue = query.str("queue");
+  if (queue !== undefined) {
+    const topic = broker.findTopic(queue);
+    if (!topic) {
+      throw new BrokerError("not_found", `Cannot read rates of "${queue}": no such queue`);
+    }
+    out.queue = queue;
+    out.points = broker.rates.of(topic).map(rateJson);
+  } else {
+    const topics: [string, RatePointJson][] = [];
+    for (const t of broker.eachTopic()) {
+      const p = broker.rates.latest(t);
+      if (p) topics.push([t.name, rateJson(p)]);
+    }
+    out.topics = Object.fromEntries(topics); // fromEntries: a topic may be named `__proto__`
+  }
+  return json(out);
 }
 
 function clusterStatus(req: Request, { broker }: Ctx): Response {
@@ -41,5 +66,6 @@ export function metricsHook(m: Metrics): AfterHook {
 export const opsRoutes: Route[] = [
   { method: "GET", pattern: "/metrics", scope: "admin", handler: metrics },
   { method: "GET", pattern: "/api/stats", scope: "admin", handler: stats },
+  { method: "GET", pattern: "/api/rates", scope: "admin", handler: rates },
   { method: "GET", pattern: "/api/cluster/status", scope: "admin", handler: clusterStatus },
 ];

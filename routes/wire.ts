@@ -4,18 +4,21 @@
  */
 
 import { isUtf8 } from "node:buffer";
-import type { Broker, Handed, Published, Requeued } from "../lib/broker.ts";
+import type { Broker, Handed, Leased, Published, Requeued } from "../lib/broker.ts";
 import type { Group } from "../lib/group.ts";
 import { PRIORITIES } from "../lib/message.ts";
+import type { RatePoint } from "../lib/rates.ts";
 import type { GroupFigures, TopicFigures } from "../lib/stats.ts";
 import type { Topic } from "../lib/topic.ts";
 import { formatDuration } from "../protocol/duration.ts";
 import type {
   GroupJson,
   GroupStats,
+  InFlightItem,
   MessageJson,
   PublishAnswer,
   QueueItem,
+  RatePointJson,
   RequeueAnswer,
   StatsJson,
   TopicJson,
@@ -72,6 +75,25 @@ export function headersObject(headers: string[] | undefined): Record<string, str
     if (headers[i]!.startsWith("x-mq-")) out[headers[i]!] = headers[i + 1]!;
   }
   return out;
+}
+
+/** A message in flight, with its lease end (GET /api/queues/inflight). */
+export function inFlightJson(l: Leased): InFlightItem {
+  return { ...messageJson(l), lease_ends_at: isoTime(l.leaseEndsAt) };
+}
+
+/** One interval's rates, events per second rounded to 0.01. */
+export function rateJson(p: RatePoint): RatePointJson {
+  const r = (n: number) => Math.round(n * 100) / 100;
+  return {
+    time: isoTime(p.at),
+    published: r(p.published),
+    delivered: r(p.delivered),
+    acked: r(p.acked),
+    requeued: r(p.requeued),
+    dead_lettered: r(p.deadLettered),
+    expired: r(p.expired),
+  };
 }
 
 /** The answer to a publish (CONTRACT "Success answers"). */

@@ -204,6 +204,20 @@ Deno.test("redrive() moves only as many as the target has room for: max_messages
   await t.close();
 });
 
+Deno.test("redrive() with ids moves only those, once each, skipping ids the DLQ does not hold", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  const ids: string[] = [];
+  for (const p of ["a", "b", "c"]) ids.push((await b.publish("jobs", bytes(p))).id);
+  await deadLetterAll(b, "jobs");
+  const moved = await redrive(b, "jobs", [ids[2]!, "not-an-id", ids[0]!, ids[2]!]);
+  assertEquals(moved, { topic: "jobs", source: "jobs.dlq", moved: 2 });
+  assertEquals(texts(await b.consume("jobs", { limit: 10, peek: true })), ["c", "a"]);
+  assertEquals([...b.findTopic("jobs.dlq")!.messages.keys()], [ids[1]!], "b stays dead-lettered");
+  assertEquals((await redrive(b, "jobs", [])).moved, 0);
+  await t.close();
+});
+
 Deno.test("redrive() takes the topic or its DLQ, refuses an unknown one, moves nothing from none", async () => {
   const t = await openBroker();
   const b = t.broker;

@@ -4,14 +4,16 @@ import {
   ack,
   ackIn,
   consume,
+  leased,
   leaseEnded,
   peek,
+  release,
   requeue,
   take,
   touch,
 } from "../../lib/deliveries.ts";
 import type { TakeSpec } from "../../lib/group.ts";
-import { bytes, openBroker, T0, texts } from "./_clock.ts";
+import { bytes, openBroker, T0, text, texts } from "./_clock.ts";
 
 const lease = (limit: number, visibilityMs = 1_000): TakeSpec => ({
   limit,
@@ -158,6 +160,53 @@ Deno.test("touch() extends a lease from now: the old end no longer ends it", asy
   assertEquals([g.inFlightCount, g.readyCount], [0, 1]);
   assertEquals((await b.consume("t"))[0]?.retryCount, 1);
   await t.close();
+});
+
+Deno.test("leased() lists a group's in-flight messages, soonest lease end first, up to a limit", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  assertEquals(leased(b, "t", "", 10), [], "no such topic: nothing");
+  const ids: string[] = [];
+  for (const p of ["a", "b", "c"]) ids.push((await b.publish("t", bytes(p))).id);
+  await b.consume("t", { visibilityMs: 5_000 }); // a until T0 + 5s
+  await b.consume("t", { visibilityMs: 2_000, limit: 2 }); // b, c until T0 + 2s
+  touch(b, "t", "", ids[2]!, 9_000); // c until T0 + 9s; its old heap entry is stale
+  const list = leased(b, "t", "", 10);
+  assertEquals(list.map((l) => [text(l.msg.payload), l.leaseEndsAt, l.group]), [
+    ["b", T0 + 2_000, ""],
+    ["a", T0 + 5_000, ""],
+    ["c", T0 + 9_000, ""],
+  ]);
+  assertEquals(leased(b, "t", "", 1).map((l) => l.msg.id), [ids[1]!]);
+  await b.ack("t", "", [ids[1]!]);
+  assertEquals(leased(b, "t", "", 10).map((l) => l.msg.id), [ids[0]!, ids[2]!]);
+  assertEquals(leased(b, "t", "other", 10), [], "no such group: nothing");
+  await t.close();
+});
+
+Deno.test("release() readies an in-flight message now, keeping its retry count and reason", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "ferry-twin-" });
+  const t = await openBroker({ dataDir: dir });
+  const b = t.broker;
+  const { id } = await b.publish("t", bytes("x"));
+  await b.consume("t");
+  await b.requeue("t", "", id, { reason: "flaky" });
+  await b.consume("t", { visibilityMs: 60_000 });
+  await assertRejects(() => release(b, "t", "", "nope"), "message_not_found");
+  assertEquals(await release(b, "t", "", id), {
+    retryCount: 1,
+    deadLettered: false,
+    topic: "t",
+  });
+  const [again] = await b.consume("t");
+  assertEquals([again?.msg.id, again?.retryCount, again?.reason], [id, 1, "flaky"]);
+  await t.close();
+  // Its record replays: after a restart the message is there with the same count.
+  const t2 = await openBroker({ dataDir: dir });
+  const [replayed] = await t2.broker.consume("t");
+  assertEquals([replayed?.msg.id, replayed?.retryCount], [id, 1]);
+  await t2.close();
+  await Deno.remove(dir, { recursive: true });
 });
 
 Deno.test("leaseEnded() readies the message with one more attempt, or dead-letters the last", async () => {

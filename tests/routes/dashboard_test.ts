@@ -30,9 +30,6 @@ const ITEM_FIELDS = [
   "oldest_age_seconds",
 ];
 
-/** POST /webhook/{topic} arrives with the webhooks issue. */
-const WEBHOOKS_PENDING = false;
-
 Deno.test("GET /api/queues lists every queue with the contract's fields", async () => {
   await withBroker({}, async (ctx) => {
     await ctx.call("POST", "/api/topics", { json: { name: "shop", retain: "1h" } });
@@ -198,11 +195,7 @@ Deno.test("GET /api/queues/webhooks answers a list", async () => {
   });
 });
 
-Deno.test({
-  name: "GET /api/queues/webhooks lists a registered webhook, never its secret",
-  // Webhook registration is its own issue; these tests are ready for it.
-  ignore: WEBHOOKS_PENDING,
-}, async () => {
+Deno.test("GET /api/queues/webhooks lists a registered webhook, never its secret", async () => {
   await withBroker({}, async (ctx) => {
     assertEquals(
       (await ctx.call("POST", "/api/topics", { json: { name: "hooks" } })).status,
@@ -232,5 +225,92 @@ Deno.test("POST /api/queues/redrive without queue is 400", async () => {
     assertProblem(await ctx.call("POST", "/api/queues/redrive"), 400);
     assertProblem(await ctx.call("DELETE", "/api/queues/purge"), 400);
     assertProblem(await ctx.call("GET", "/api/queues/peek"), 400);
+  });
+});
+
+Deno.test("GET /api/queues/inflight lists leased messages with their lease end; release readies one", async () => {
+  await withBroker({}, async (ctx) => {
+    assertEquals((await ctx.call("GET", "/api/queues/inflight?queue=jobs")).body, []);
+    await publish(ctx, "jobs", "first");
+    await publish(ctx, "jobs", "second");
+    const a = await consume(ctx, "jobs", "visibility=60s");
+    await consume(ctx, "jobs", "visibility=10s");
+    const list = await ctx.call("GET", "/api/queues/inflight?queue=jobs");
+    assertEquals(list.status, 200, list.text);
+    assertEquals(list.body.map((m: Json) => [m.payload_text, m.lease_ends_at]), [
+      ["second", new Date(ctx.clock.now + 10_000).toISOString()],
+      ["first", new Date(ctx.clock.now + 60_000).toISOString()],
+    ]);
+    assertEquals((await ctx.call("GET", "/api/queues/inflight?queue=jobs&limit=1")).body.length, 1);
+    const rel = await ctx.call("POST", "/api/queues/release", {
+      json: { queue: "jobs", id: a.id },
+    });
+    assertEquals(rel.body, {
+      id: a.id,
+      queue: "jobs",
+      group: "",
+      retry_count: 0,
+      status: "released",
+    });
+    const again = await consume(ctx, "jobs");
+    assertEquals(
+      [again.id, again.retry_count],
+      [a.id, 0],
+      "ready at once, not counted as an attempt",
+    );
+    assertProblem(
+      await ctx.call("POST", "/api/queues/release", { json: { queue: "jobs", id: "nope" } }),
+      404,
+      "message_not_found",
+    );
+    assertProblem(await ctx.call("POST", "/api/queues/release", { json: { queue: "jobs" } }), 400);
+    assertProblem(await ctx.call("GET", "/api/queues/inflight?queue=jobs&limit=0"), 400);
+    assertProblem(await ctx.call("GET", "/api/queues/inflight"), 400);
+  });
+});
+
+Deno.test("POST /api/queues/redrive with {ids} moves only the chosen dead letters", async () => {
+  await withBroker({}, async (ctx) => {
+    const one = await deadLetter(ctx, "jobs", "one");
+    await deadLetter(ctx, "jobs", "two");
+    const res = await ctx.call("POST", "/api/queues/redrive?queue=jobs", { json: { ids: [one] } });
+    assertEquals(res.body, { queue: "jobs", source: "jobs.dlq", moved: 1 });
+    assertEquals((await consume(ctx, "jobs")).payload_text, "one");
+    assertEquals((await ctx.call("GET", "/api/queues/peek?queue=jobs.dlq")).body.length, 1);
+    for (const json of [{ ids: "x" }, { ids: [1] }, {}]) {
+      assertProblem(
+        await ctx.call("POST", "/api/queues/redrive?queue=jobs", { json }),
+        400,
+        "bad_request",
+      );
+    }
+    assertEquals((await ctx.call("POST", "/api/queues/redrive?queue=jobs")).body.moved, 1);
+  });
+});
+
+Deno.test("GET /api/rates gives events per second over the last minutes, per queue", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "jobs", "x");
+    await ctx.tick(0);
+    for (let i = 0; i < 10; i++) await publish(ctx, "jobs", "x");
+    await ctx.tick(5_000);
+    const all = await ctx.call("GET", "/api/rates");
+    assertEquals(all.status, 200, all.text);
+    assertEquals(all.body.interval_seconds, 5);
+    assertEquals(all.body.totals.map((p: Json) => p.published), [2]);
+    assertEquals(all.body.topics.jobs.published, 2);
+    assertEquals(all.body.totals[0].time, new Date(ctx.clock.now).toISOString());
+    const one = await ctx.call("GET", "/api/rates?queue=jobs");
+    assertEquals([one.body.queue, one.body.points.length, one.body.topics], ["jobs", 1, undefined]);
+    assertEquals(Object.keys(one.body.points[0]).sort(), [
+      "acked",
+      "dead_lettered",
+      "delivered",
+      "expired",
+      "published",
+      "requeued",
+      "time",
+    ]);
+    assertProblem(await ctx.call("GET", "/api/rates?queue=ghost"), 404, "not_found");
   });
 });
