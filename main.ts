@@ -6,7 +6,15 @@
 import { type Config, ConfigError, helpText, loadConfig, SETTINGS } from "./lib/config.ts";
 import { Logger } from "./lib/log.ts";
 import { createHandler } from "./routes/app.ts";
-import { appOptions, authEnabled, openRuntime, readKeys, type Runtime } from "./runtime.ts";
+import {
+  appOptions,
+  authEnabled,
+  joinCluster,
+  openRuntime,
+  readKeys,
+  type Runtime,
+} from "./runtime.ts";
+import type { Election } from "./cluster/election.ts";
 
 /** How long SIGTERM waits for in-flight requests before closing anyway. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -135,6 +143,7 @@ export async function run(config: Config): Promise<void> {
     log,
     createHandler(broker, appOptions(config, log, rt)),
     ({ hostname, port }) => {
+      if (broker.cluster && !config.advertiseUrl) broker.cluster.url = `http://${hostname}:${port}`;
       log.info("listening", {
         address: hostname,
         port,
@@ -148,6 +157,7 @@ export async function run(config: Config): Promise<void> {
     },
   );
   reloadKeysOnHangup(config, rt, log);
+  const election: Election | undefined = joinCluster(config, rt, log);
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -155,10 +165,12 @@ export async function run(config: Config): Promise<void> {
     stopping = true;
     const t0 = performance.now();
     log.info("shutting down", { signal });
+    const resigned = election?.close(); // the others elect a new leader at once
     const drained = broker.drain(); // answers parked consumers, refuses new work, flushes
     const grace = new Promise<string>((res) => setTimeout(() => res("timeout"), SHUTDOWN_GRACE_MS));
     const outcome = await Promise.race([server.shutdown().then(() => "ok"), grace]);
     await drained;
+    await resigned;
     await broker.close();
     log.info("stopped", {
       signal,

@@ -12,6 +12,10 @@ import { Metrics } from "./routes/metrics.ts";
 import type { AppOptions } from "./routes/app.ts";
 import { authHook } from "./routes/auth.ts";
 import { metricsHook } from "./routes/ops.ts";
+import { clusterHook } from "./routes/cluster.ts";
+import { ClusterState } from "./lib/cluster/state.ts";
+import { Election } from "./cluster/election.ts";
+import { Etcd } from "./cluster/etcd.ts";
 
 /** The broker and what production wires around it; tests get the same from startBroker(). */
 export interface Runtime {
@@ -100,7 +104,32 @@ export async function openRuntime(
     onWebhookPost: metrics.observeWebhook,
   });
   metrics.attach(broker);
+  if (config.clusterEtcd.length) {
+    const url = config.advertiseUrl || `http://${config.host}:${config.port}`;
+    broker.cluster = new ClusterState(broker.nodeId, url, config.clusterSize, log);
+  }
   return { broker, metrics, keys };
+}
+
+/**
+ * Starts taking part in elections (cluster mode only), once this node's URL is known: until
+ * then, and until a leader is elected, the node answers 503 `electing`.
+ */
+export function joinCluster(config: Config, rt: Runtime, log: Logger): Election | undefined {
+  const state = rt.broker.cluster;
+  if (!state) return undefined;
+  const ttlSeconds = config.electionTtlMs / 1000;
+  const etcd = new Etcd(config.clusterEtcd, Math.min(1_000, config.electionTtlMs / 3));
+  const election = new Election({ etcd, name: config.clusterName, ttlSeconds, state, log });
+  election.start();
+  log.info("cluster: joining", {
+    node_id: state.id,
+    url: state.url,
+    etcd: config.clusterEtcd,
+    name: config.clusterName,
+  });
+  log.warn("cluster: replication is not built yet; a leader's writes are on its own disk only");
+  return election;
 }
 
 /** The handler's hooks for this configuration: API keys, metrics, the access log. */
@@ -111,6 +140,7 @@ export function appOptions(config: Config, log: Logger, rt: Runtime): AppOptions
     before: [],
     after: [metricsHook(rt.metrics)],
   };
+  if (rt.broker.cluster) opts.before!.push(clusterHook(rt.broker.cluster));
   if (authEnabled(config)) opts.before!.push(authHook(rt.keys));
   if (config.accessLog) {
     opts.after!.push((req, route, res, seconds, requestId) => {

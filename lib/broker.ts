@@ -22,6 +22,7 @@ import { loadNodeId } from "./node_id.ts";
 import * as publishing from "./publish.ts";
 import { recover, type RecoveryReport } from "./recovery.ts";
 import { Scheduler, TICK_MS } from "./scheduler.ts";
+import type { ClusterState } from "./cluster/state.ts";
 import { Rates } from "./rates.ts";
 import { Stats } from "./stats.ts";
 import { Subscribers } from "./subscribers.ts";
@@ -62,6 +63,8 @@ export class Broker implements BrokerContext {
   readonly stats: Stats;
   /** Rates over the last minutes, sampled by the sweep. */
   readonly rates: Rates;
+  /** This node's place in a cluster (runtime.ts sets it in cluster mode); undefined: standalone. */
+  cluster: ClusterState | undefined;
   readonly scheduler: Scheduler;
   readonly #compactor: Compactor;
   /** The durable feed: subscribers, resume rings, taps. */
@@ -335,6 +338,9 @@ export class Broker implements BrokerContext {
   #gate(): void {
     if (this.draining) {
       throw new BrokerError("draining", "The broker is draining; no new work is accepted");
+    }
+    if (this.cluster && !this.cluster.writable) {
+      throw new BrokerError("electing", "This node does not lead the cluster now; retry");
     }
   }
 

@@ -70,6 +70,16 @@ export interface Config {
   diskPayloadMinBytes: number;
   /** Recent messages a streamed topic keeps for resume (SSE Last-Event-ID). */
   streamBuffer: number;
+  /** etcd endpoints; empty: standalone. */
+  clusterEtcd: string[];
+  /** The cluster's key prefix in etcd. */
+  clusterName: string;
+  /** How peers and clients reach this node; empty: `http://{host}:{port}`. */
+  advertiseUrl: string;
+  /** Voting nodes; a write needs floor(size/2)+1 of them to have it on disk. */
+  clusterSize: number;
+  /** The leader's etcd lease, whole seconds in ms. */
+  electionTtlMs: number;
 }
 
 interface Setting {
@@ -273,7 +283,73 @@ export const SETTINGS: readonly Setting[] = [
     help: "never rewrite a WAL file smaller than this",
     apply: (c, v) => c.compactMinBytes = int("BROKER_COMPACT_MIN_BYTES", v, 0, 2 ** 40),
   },
+  {
+    env: "BROKER_CLUSTER_ETCD",
+    flag: "--cluster-etcd",
+    def: "",
+    help: "comma-separated etcd endpoints (host:port or URL); empty = standalone",
+    apply: (c, v) => c.clusterEtcd = endpoints("BROKER_CLUSTER_ETCD", v),
+  },
+  {
+    env: "BROKER_CLUSTER_NAME",
+    flag: "--cluster-name",
+    def: "ferry",
+    help: "the cluster's key prefix in etcd",
+    apply: (c, v) => {
+      if (!/^[A-Za-z0-9._-]{1,64}$/.test(v)) {
+        throw new Error(`BROKER_CLUSTER_NAME must be 1-64 of A-Z a-z 0-9 . _ -, got "${v}"`);
+      }
+      c.clusterName = v;
+    },
+  },
+  {
+    env: "BROKER_ADVERTISE_URL",
+    flag: "--advertise-url",
+    def: "",
+    help: "how peers and clients reach this node (default http://{host}:{port})",
+    apply: (c, v) => {
+      if (v && !/^https?:\/\/[^\s/?#]+$/.test(v)) {
+        throw new Error(`BROKER_ADVERTISE_URL must be like http://10.0.0.5:7800, got "${v}"`);
+      }
+      c.advertiseUrl = v;
+    },
+  },
+  {
+    env: "BROKER_CLUSTER_SIZE",
+    flag: "--cluster-size",
+    def: "3",
+    help: "voting nodes; a write needs floor(size/2)+1 of them to have it on disk",
+    apply: (c, v) => c.clusterSize = int("BROKER_CLUSTER_SIZE", v, 1, 9),
+  },
+  {
+    env: "BROKER_ELECTION_TTL",
+    flag: "--election-ttl",
+    def: "2s",
+    help:
+      "the leader's etcd lease, whole seconds; a dead leader is replaced within about this long",
+    apply: (c, v) => {
+      const ms = duration("BROKER_ELECTION_TTL", v, 1_000);
+      if (ms % 1000 !== 0) {
+        throw new Error(`BROKER_ELECTION_TTL must be whole seconds (etcd leases are), got "${v}"`);
+      }
+      c.electionTtlMs = ms;
+    },
+  },
 ];
+
+/** etcd endpoints: `host:port` or `http(s)://host:port`, comma-separated. */
+function endpoints(name: string, v: string): string[] {
+  if (v.trim() === "") return [];
+  return v.split(",").map((e) => {
+    const t = e.trim();
+    if (
+      !/^(https?:\/\/)?[A-Za-z0-9.\-]+:\d{1,5}$|^(https?:\/\/)?\[[0-9A-Fa-f:.]+\]:\d{1,5}$/.test(t)
+    ) {
+      throw new Error(`${name} must list endpoints like 127.0.0.1:2379, got "${t}"`);
+    }
+    return t;
+  });
+}
 
 /** A Config with every default, for tests and embedders. */
 export function defaultConfig(overrides: Partial<Config> = {}): Config {

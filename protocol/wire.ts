@@ -200,7 +200,18 @@ export interface ClusterStatus {
   role: "leader" | "follower" | "candidate";
   term: number;
   leader: string | null;
-  peers: { id: string; address: string; healthy: boolean; last_seen: string | null }[];
+  peers: ClusterPeer[];
+}
+
+/** A peer in GET /api/cluster/status (cluster mode). */
+export interface ClusterPeer {
+  id: string;
+  address: string;
+  role: "leader" | "follower" | "candidate";
+  healthy: boolean;
+  last_seen: string | null;
+  /** Records the peer is behind the leader; null until replication reports it. */
+  lag_records: number | null;
 }
 
 /** Every error answer (RFC 9457 problem details). */

@@ -5,12 +5,16 @@ import type { Ctx, Route } from "./router.ts";
 
 function healthz(_req: Request, ctx: Ctx): Response {
   const { broker } = ctx;
-  if (broker.draining) return json({ status: "draining" }, 503);
-  if (!broker.healthy) return json({ status: "error" }, 503);
+  const c = broker.cluster;
+  const cluster = c ? { cluster_role: c.role, cluster_term: c.term } : {};
+  if (broker.draining) return json({ status: "draining", ...cluster }, 503);
+  if (!broker.healthy) return json({ status: "error", ...cluster }, 503);
+  if (c?.route().kind === "electing") return json({ status: "electing", ...cluster }, 503);
   return json({
     status: "ok",
     version: broker.version,
     uptime_seconds: Math.floor((broker.now() - broker.startedAt) / 1000),
+    ...cluster,
   });
 }
 

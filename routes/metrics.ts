@@ -205,6 +205,40 @@ export class Metrics {
         }
       },
     });
+    const cluster = () => this.#broker?.cluster;
+    new Gauge({
+      name: "ferry_cluster_role",
+      help: "1 for this node's current role in the cluster (leader, follower, candidate)",
+      labelNames: ["role"],
+      registers,
+      collect() {
+        this.reset();
+        const c = cluster();
+        if (!c) return;
+        for (const role of ["leader", "follower", "candidate"]) {
+          this.set({ role }, c.role === role ? 1 : 0);
+        }
+      },
+    });
+    new Gauge({
+      name: "ferry_cluster_term",
+      help: "The highest election term this node has seen",
+      registers,
+      collect() {
+        const c = cluster();
+        if (c) this.set(c.term);
+      },
+    });
+    new Counter({
+      name: "ferry_elections_total",
+      help: "Elections this node has won since start-up",
+      registers,
+      collect() {
+        this.reset();
+        const c = cluster();
+        if (c) this.inc(c.elections);
+      },
+    });
     const routes = this.#routes;
     new Counter({
       name: "ferry_http_requests_total",

@@ -5,8 +5,8 @@ import { json } from "./http.ts";
 import type { AfterHook, Ctx, Route } from "./router.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { RATE_INTERVAL_MS } from "../lib/rates.ts";
-import type { RatePointJson, RatesJson } from "../protocol/wire.ts";
-import { rateJson, statsJson } from "./wire.ts";
+import type { ClusterStatus, RatePointJson, RatesJson } from "../protocol/wire.ts";
+import { isoTime, rateJson, statsJson } from "./wire.ts";
 
 function stats(_req: Request, { broker }: Ctx): Response {
   return json(statsJson(broker, broker.now()));
@@ -35,6 +35,26 @@ function rates(_req: Request, { broker, query }: Ctx): Response {
 }
 
 function clusterStatus(req: Request, { broker }: Ctx): Response {
+  const c = broker.cluster;
+  if (c) {
+    return json(
+      ({
+        mode: "cluster",
+        node_id: c.id,
+        role: c.role,
+        term: c.term,
+        leader: c.leader?.url ?? null,
+        peers: c.peers.map((p) => ({
+          id: p.id,
+          address: p.url,
+          role: c.roleOf(p),
+          healthy: p.healthy,
+          last_seen: isoTime(p.lastSeen),
+          lag_records: null,
+        })),
+      }) satisfies ClusterStatus,
+    );
+  }
   // Standalone, this node leads itself; its address is the one the caller reached it at.
   return json({
     mode: "standalone",

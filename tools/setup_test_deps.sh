@@ -2,10 +2,11 @@
 # Installs the real components the tests (and the benchmark) drive, from Debian's packages, when
 # missing. No arguments: what the test suite needs (prometheus, for promtool and a real scraper).
 # With arguments: those commands, e.g. `tools/setup_test_deps.sh wrk` for `deno task bench`.
+# Default: promtool (prometheus) and etcd (etcd-server, for the cluster tests).
 set -euo pipefail
-declare -A package_of=([promtool]=prometheus [wrk]=wrk)
+declare -A package_of=([promtool]=prometheus [wrk]=wrk [etcd]=etcd-server)
 commands=("$@")
-[ ${#commands[@]} -eq 0 ] && commands=(promtool)
+[ ${#commands[@]} -eq 0 ] && commands=(promtool etcd)
 need=()
 for c in "${commands[@]}"; do
   command -v "$c" >/dev/null 2>&1 || need+=("${package_of[$c]:-$c}")
@@ -16,5 +17,5 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null
-apt-get install -y -qq "${need[@]}" >/dev/null
+apt-get -o DPkg::Lock::Timeout=300 update -qq >/dev/null
+apt-get -o DPkg::Lock::Timeout=300 install -y -qq "${need[@]}" >/dev/null
