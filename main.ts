@@ -14,7 +14,6 @@ import {
   readKeys,
   type Runtime,
 } from "./runtime.ts";
-import type { Election } from "./cluster/election.ts";
 
 /** How long SIGTERM waits for in-flight requests before closing anyway. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -157,7 +156,7 @@ export async function run(config: Config): Promise<void> {
     },
   );
   reloadKeysOnHangup(config, rt, log);
-  const election: Election | undefined = joinCluster(config, rt, log);
+  const member = joinCluster(config, rt, log);
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -165,7 +164,7 @@ export async function run(config: Config): Promise<void> {
     stopping = true;
     const t0 = performance.now();
     log.info("shutting down", { signal });
-    const resigned = election?.close(); // the others elect a new leader at once
+    const resigned = member?.close(); // the others elect a new leader at once
     const drained = broker.drain(); // answers parked consumers, refuses new work, flushes
     const grace = new Promise<string>((res) => setTimeout(() => res("timeout"), SHUTDOWN_GRACE_MS));
     const outcome = await Promise.race([server.shutdown().then(() => "ok"), grace]);

@@ -3,7 +3,7 @@
  * main.ts runs it; tests build their brokers with it too, so they get production's wiring.
  */
 
-import { type ApiKey, KeyRing, parseKeyFile, parseKeyList } from "./lib/auth.ts";
+import { type ApiKey, KeyRing, parseKeyFile, parseKeyList, SCOPE_BITS } from "./lib/auth.ts";
 import { Broker, type OpenOptions } from "./lib/broker.ts";
 import type { WebhookSend } from "./lib/webhooks/pusher.ts";
 import { type Config, ConfigError } from "./lib/config.ts";
@@ -16,6 +16,10 @@ import { clusterHook } from "./routes/cluster.ts";
 import { ClusterState } from "./lib/cluster/state.ts";
 import { Election } from "./cluster/election.ts";
 import { Etcd } from "./cluster/etcd.ts";
+import { ReplicaClient } from "./cluster/replica_client.ts";
+import { Replicator } from "./lib/cluster/replicator.ts";
+import { replicatedOpenWal } from "./lib/cluster/replicated_wal.ts";
+import { defaultOpenWal } from "./lib/wal.ts";
 
 /** The broker and what production wires around it; tests get the same from startBroker(). */
 export interface Runtime {
@@ -96,40 +100,63 @@ export async function openRuntime(
 ): Promise<Runtime> {
   const keys = new KeyRing(await readKeys(config));
   const metrics = new Metrics();
+  const clustered = config.clusterEtcd.length > 0;
+  // In cluster mode every topic's WAL ships its appends through the replicator while leading.
+  const replicator = clustered
+    ? new Replicator(Math.floor(config.clusterSize / 2), log)
+    : undefined;
   const broker = await Broker.open(config, {
     ...open,
     log,
     onFsync: metrics.observeFsync,
     send: fetchSender(),
     onWebhookPost: metrics.observeWebhook,
+    openWal: replicator &&
+      replicatedOpenWal(defaultOpenWal(config, log, metrics.observeFsync), replicator),
   });
   metrics.attach(broker);
-  if (config.clusterEtcd.length) {
+  if (replicator) {
     const url = config.advertiseUrl || `http://${config.host}:${config.port}`;
-    broker.cluster = new ClusterState(broker.nodeId, url, config.clusterSize, log);
+    const state = new ClusterState(broker.nodeId, url, config.clusterSize, log);
+    broker.attachCluster(state, replicator);
   }
   return { broker, metrics, keys };
+}
+
+/** The parts of a node that take part in its cluster; `close()` resigns and disconnects. */
+export interface ClusterMember {
+  election: Election;
+  replica: ReplicaClient;
+  close(): Promise<void>;
 }
 
 /**
  * Starts taking part in elections (cluster mode only), once this node's URL is known: until
  * then, and until a leader is elected, the node answers 503 `electing`.
  */
-export function joinCluster(config: Config, rt: Runtime, log: Logger): Election | undefined {
+export function joinCluster(config: Config, rt: Runtime, log: Logger): ClusterMember | undefined {
   const state = rt.broker.cluster;
   if (!state) return undefined;
+  const adminKey = parseKeyList(config.apiKeys).find((k) => (k.scopes & SCOPE_BITS.admin) !== 0);
   const ttlSeconds = config.electionTtlMs / 1000;
   const etcd = new Etcd(config.clusterEtcd, Math.min(1_000, config.electionTtlMs / 3));
   const election = new Election({ etcd, name: config.clusterName, ttlSeconds, state, log });
   election.start();
+  const replica = new ReplicaClient(rt.broker, state, log, adminKey?.key);
   log.info("cluster: joining", {
     node_id: state.id,
     url: state.url,
     etcd: config.clusterEtcd,
     name: config.clusterName,
   });
-  log.warn("cluster: replication is not built yet; a leader's writes are on its own disk only");
-  return election;
+  return {
+    election,
+    replica,
+    async close() {
+      replica.close();
+      await election.close();
+    },
+  };
 }
 
 /** The handler's hooks for this configuration: API keys, metrics, the access log. */

@@ -23,6 +23,9 @@ import * as publishing from "./publish.ts";
 import { recover, type RecoveryReport } from "./recovery.ts";
 import { Scheduler, TICK_MS } from "./scheduler.ts";
 import type { ClusterState } from "./cluster/state.ts";
+import { Follower } from "./cluster/follower.ts";
+import type { Replicator } from "./cluster/replicator.ts";
+import type { Entry } from "./cluster/stream.ts";
 import { Rates } from "./rates.ts";
 import { Stats } from "./stats.ts";
 import { Subscribers } from "./subscribers.ts";
@@ -32,7 +35,7 @@ import { defaultOpenWal, type OpenWal } from "./wal.ts";
 import { Pushers, type WebhookSend } from "./webhooks/pusher.ts";
 import * as webhooks from "./webhooks/registry.ts";
 import type { Webhook } from "./webhooks/registry.ts";
-import { RecordType } from "./wal_record.ts";
+import { type MetaRecord, RecordType } from "./wal_record.ts";
 
 export type { ConsumeOptions, Handed, Leased, Requeued } from "./deliveries.ts";
 export type { Published, PublishOptions } from "./publish.ts";
@@ -63,8 +66,10 @@ export class Broker implements BrokerContext {
   readonly stats: Stats;
   /** Rates over the last minutes, sampled by the sweep. */
   readonly rates: Rates;
-  /** This node's place in a cluster (runtime.ts sets it in cluster mode); undefined: standalone. */
+  /** This node's place in a cluster (attachCluster); undefined: standalone. */
   cluster: ClusterState | undefined;
+  /** Ships this node's writes to its followers while it leads (cluster mode). */
+  replicator: Replicator | undefined;
   readonly scheduler: Scheduler;
   readonly #compactor: Compactor;
   /** The durable feed: subscribers, resume rings, taps. */
@@ -210,14 +215,24 @@ export class Broker implements BrokerContext {
     checkName(name, "queue");
     const topic = this.#topics.find(name);
     if (!topic) throw new BrokerError("not_found", `Cannot delete "${name}": no such queue`);
+    await this.dropTopic(topic);
+    this.log.info("deleted", { topic: name });
+  }
+
+  /** Takes a topic and its file away, with no checks (deleteTopic, and a follower's apply). */
+  async dropTopic(topic: Topic): Promise<void> {
     topic.releaseMemory();
     this.stats.retire(topic);
     this.#compactor.forget(topic);
     this.pushers?.forget(topic);
     this.consumers.release(topic);
-    this.feed.forget(name);
+    this.feed.forget(topic.name);
     await this.#topics.delete(topic);
-    this.log.info("deleted", { topic: name });
+  }
+
+  /** Creates a topic from a leader's META record (a follower applying the stream). */
+  adoptTopic(name: string, meta: MetaRecord): { topic: Topic; durable: Promise<void> } {
+    return this.#topics.adopt(name, meta);
   }
 
   // ---- the verbs ---------------------------------------------------------------------------
@@ -308,11 +323,59 @@ export class Broker implements BrokerContext {
     this.consumers.deliverAll(topic, now);
   }
 
-  /** Moves time to `now`: delays, TTLs, leases, idempotency keys, long-poll timeouts, compaction. */
+  /**
+   * Moves time to `now`: delays, TTLs, leases, idempotency keys, long-poll timeouts, compaction.
+   * A node that does not lead its cluster writes nothing: it ends no lease and pushes nothing.
+   */
   sweep(now: number): void {
-    this.scheduler.sweep(now);
-    this.pushers?.tick(now);
+    if (this.cluster && !this.cluster.writable) this.scheduler.sweepLocal(now);
+    else {
+      this.scheduler.sweep(now);
+      this.pushers?.tick(now);
+    }
     this.rates.sample(now);
+  }
+
+  // ---- cluster -----------------------------------------------------------------------------
+
+  /**
+   * Makes this broker a node of a cluster: it writes only while `state` says it leads, ships
+   * its writes through `replicator` then, and pushes to webhooks only then.
+   */
+  attachCluster(state: ClusterState, replicator: Replicator): void {
+    this.cluster = state;
+    this.replicator = replicator;
+    replicator.snapshot = () => this.#replicaSnapshot();
+    let leading: boolean | undefined;
+    const changed = () => {
+      const now = state.role === "leader";
+      if (now === leading) return;
+      leading = now;
+      if (now) {
+        replicator.activate();
+        for (const t of this.#topics.values()) this.pushers?.sync(t);
+      } else {
+        replicator.deactivate("this node no longer leads");
+        for (const t of this.#topics.values()) this.pushers?.forget(t);
+      }
+    };
+    state.onChange(changed);
+    changed();
+  }
+
+  /** Applies a leader's stream; one per connection to a leader. */
+  follower(): Follower {
+    return new Follower(this, this.log);
+  }
+
+  /** Every topic as stream entries, for a follower that catches up. */
+  #replicaSnapshot(): Entry[] {
+    const now = this.now();
+    const out: Entry[] = [];
+    for (const t of this.#topics.values()) {
+      for (const frame of t.replicaFrames(now)) out.push({ kind: "record", topic: t.name, frame });
+    }
+    return out;
   }
 
   // ---- lifecycle ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import type { MemoryBudget } from "./memory.ts";
 import { checkName } from "./names.ts";
 import { Topic, type TopicOptions, topicSettings } from "./topic.ts";
 import type { Wal, WalInit } from "./wal.ts";
-import { RecordType } from "./wal_record.ts";
+import { type MetaRecord, RecordType } from "./wal_record.ts";
 
 /** Every topic of the broker. */
 export class Registry {
@@ -83,6 +83,18 @@ export class Registry {
     topic.commit({ type: RecordType.Meta, seq: topic.nextSeq(), ...settings }, now)
       .catch(() => {}); // a failed write marks the WAL failed; later writes report it
     return topic;
+  }
+
+  /**
+   * Creates a topic as a leader's META record describes it (a follower applying the stream),
+   * whatever BROKER_MAX_TOPICS says: the leader checked it. Resolves once the META is durable.
+   */
+  adopt(name: string, meta: MetaRecord): { topic: Topic; durable: Promise<void> } {
+    const { type: _t, seq: _s, ...settings } = meta;
+    const wal = this.openWal(name, { size: 0, after: this.#deleting.get(name) });
+    const topic = new Topic(name, settings, wal, this.memory, this.diskPayloadMin);
+    this.#topics.set(name, topic);
+    return { topic, durable: topic.commit(meta, this.now()) };
   }
 
   /**

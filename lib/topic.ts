@@ -7,7 +7,7 @@
 import { DLQ_SUFFIX } from "./config.ts";
 import { Group } from "./group.ts";
 import { Heap } from "./heap.ts";
-import { IdempotencyKeys } from "./idempotency.ts";
+import { IdempotencyKeys, type SeenKey } from "./idempotency.ts";
 import { MemoryBudget } from "./memory.ts";
 import { type Delivery, type PayloadLocation, State, StoredMessage } from "./message.ts";
 import type { Wal } from "./wal.ts";
@@ -458,28 +458,16 @@ export class Topic {
    * event loop is never held for a whole snapshot.
    */
   *snapshot(now: number, chunkBytes = 1024 * 1024): Generator<Uint8Array[]> {
-    const s = this.settings;
-    const head = [encodeRecord({ type: RecordType.Meta, seq: this.seq, ...s })];
+    const head = [this.#metaFrame()];
     this.liveBytes += head[0]!.length - this.#metaBytes;
     this.#metaBytes = head[0]!.length;
     for (const hook of this.webhooks.values()) {
-      const f = encodeRecord({ type: RecordType.Webhook, seq: this.seq, active: true, ...hook });
+      const f = this.#webhookFrame(hook);
       this.liveBytes += f.length - hook.frameBytes;
       hook.frameBytes = f.length;
       head.push(f);
     }
-    for (const g of this.groups.values()) {
-      // A webhook's group comes back with its WEBHOOK record.
-      if (g.name === DEFAULT_GROUP || isWebhookGroup(g.name)) continue;
-      head.push(
-        encodeRecord({
-          type: RecordType.Group,
-          seq: this.seq,
-          name: g.name,
-          createdAt: g.createdAt,
-        }),
-      );
-    }
+    head.push(...this.#groupFrames());
     const messages = [...this.messages.values()];
     const keys = this.keys.liveAt(now);
     yield head;
@@ -514,11 +502,60 @@ export class Topic {
         this.liveBytes += this.keys.framed(key, 0);
         continue;
       }
-      const f = encodeRecord({ type: RecordType.Key, seq: this.seq, key, id: v.id, at: v.at });
+      const f = this.#keyFrame(key, v);
       this.liveBytes += this.keys.framed(key, f.length);
       chunk.push(f);
     }
     if (chunk.length) yield chunk;
+  }
+
+  /**
+   * Frames that rebuild the topic as it is now, taken in one go and with no side effect: what
+   * a leader sends a follower that catches up (compaction uses snapshot(), which also keeps
+   * the accounting of the file it writes).
+   */
+  replicaFrames(now: number): Uint8Array[] {
+    const out = [this.#metaFrame()];
+    for (const hook of this.webhooks.values()) out.push(this.#webhookFrame(hook));
+    out.push(...this.#groupFrames());
+    const keyed = new Set<string>();
+    for (const msg of this.messages.values()) {
+      if (msg.idemKey) keyed.add(msg.idemKey);
+      out.push(this.#messageFrame(msg));
+    }
+    for (const [key, v] of this.keys.liveAt(now)) {
+      if (!keyed.has(key)) out.push(this.#keyFrame(key, v));
+    }
+    return out;
+  }
+
+  #metaFrame(): Uint8Array {
+    return encodeRecord({ type: RecordType.Meta, seq: this.seq, ...this.settings });
+  }
+
+  #webhookFrame(hook: WebhookSpec): Uint8Array {
+    return encodeRecord({ type: RecordType.Webhook, seq: this.seq, active: true, ...hook });
+  }
+
+  /** The named groups' records; a webhook's group comes back with its WEBHOOK record. */
+  #groupFrames(): Uint8Array[] {
+    const out: Uint8Array[] = [];
+    for (const g of this.groups.values()) {
+      if (g.name === DEFAULT_GROUP || isWebhookGroup(g.name)) continue;
+      out.push(
+        encodeRecord({
+          type: RecordType.Group,
+          seq: this.seq,
+          name: g.name,
+          createdAt: g.createdAt,
+        }),
+      );
+    }
+    return out;
+  }
+
+  #keyFrame(key: string, v: SeenKey): Uint8Array {
+    return encodeRecord({ type: RecordType.Key, seq: this.seq, key, id: v.id, at: v.at });
   }
 
   /** One held message as a PUBLISH record carrying each group's delivery state. */

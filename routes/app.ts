@@ -19,6 +19,7 @@ import { opsRoutes } from "./ops.ts";
 import { streamRoutes } from "./stream.ts";
 import { webhookRoutes } from "./webhooks.ts";
 import { wsRoutes } from "./ws.ts";
+import { replicateRoutes } from "./replicate.ts";
 
 /** Every route of the broker, in match order. */
 export const ROUTES: Route[] = [
@@ -31,6 +32,7 @@ export const ROUTES: Route[] = [
   ...streamRoutes(),
   ...wsRoutes(),
   ...webhookRoutes,
+  ...replicateRoutes,
 ];
 
 export interface AppOptions {

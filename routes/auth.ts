@@ -11,9 +11,10 @@ import type { BeforeHook, Ctx, Route } from "./router.ts";
 
 const BEARER = /^bearer /i;
 
-/** True for the routes that also take `?api_key=`: SSE streams and the WebSocket. */
+/** True for the routes that also take `?api_key=`: SSE streams and the WebSockets. */
 function takesQueryKey(route: Route): boolean {
-  return route.pattern.startsWith("/stream/") || route.pattern === "/ws";
+  return route.pattern.startsWith("/stream/") || route.pattern === "/ws" ||
+    route.pattern === "/cluster/replicate";
 }
 
 /** The key a request presents: "" for an Authorization header of another scheme, else undefined. */

@@ -206,6 +206,10 @@ export class Metrics {
       },
     });
     const cluster = () => this.#broker?.cluster;
+    const replicaLag = () => {
+      const b = this.#broker;
+      return b?.cluster?.role === "leader" ? b.replicator?.lag() : undefined;
+    };
     new Gauge({
       name: "ferry_cluster_role",
       help: "1 for this node's current role in the cluster (leader, follower, candidate)",
@@ -227,6 +231,16 @@ export class Metrics {
       collect() {
         const c = cluster();
         if (c) this.set(c.term);
+      },
+    });
+    new Gauge({
+      name: "ferry_replication_lag_records",
+      help: "Stream entries a connected follower has yet to confirm on disk (on the leader)",
+      labelNames: ["peer"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [peer, n] of replicaLag() ?? []) this.set({ peer }, n);
       },
     });
     new Counter({

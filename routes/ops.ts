@@ -37,6 +37,7 @@ function rates(_req: Request, { broker, query }: Ctx): Response {
 function clusterStatus(req: Request, { broker }: Ctx): Response {
   const c = broker.cluster;
   if (c) {
+    const lag = c.role === "leader" ? broker.replicator?.lag() : undefined;
     return json(
       ({
         mode: "cluster",
@@ -50,7 +51,7 @@ function clusterStatus(req: Request, { broker }: Ctx): Response {
           role: c.roleOf(p),
           healthy: p.healthy,
           last_seen: isoTime(p.lastSeen),
-          lag_records: null,
+          lag_records: lag?.get(p.id) ?? null,
         })),
       }) satisfies ClusterStatus,
     );

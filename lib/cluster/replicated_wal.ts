@@ -1,0 +1,74 @@
+/**
+ * @module A topic's WAL in cluster mode: the node's own WAL, whose appends and removal a leader
+ * also ships to its followers. An append then resolves once it is on the leader's disk and a
+ * quorum of followers has it too. Compaction stays local (each node compacts its own files), and
+ * a follower's appends (applying the stream) are not shipped: the replicator is active only
+ * while the node leads.
+ */
+
+import type { OpenWal, Wal } from "../wal.ts";
+import { encodeRecord, type WalRecord } from "../wal_record.ts";
+import type { Replicator } from "./replicator.ts";
+
+/** Wraps `open` so that every topic's WAL ships through `replicator`. */
+export function replicatedOpenWal(open: OpenWal, replicator: Replicator): OpenWal {
+  return (topic, init) => new ReplicatedWal(topic, open(topic, init), replicator);
+}
+
+class ReplicatedWal implements Wal {
+  constructor(
+    readonly topic: string,
+    readonly inner: Wal,
+    readonly replicator: Replicator,
+  ) {}
+
+  get bytes() {
+    return this.inner.bytes;
+  }
+  get failed() {
+    return this.inner.failed;
+  }
+  get lastSize() {
+    return this.inner.lastSize;
+  }
+  get generation() {
+    return this.inner.generation;
+  }
+
+  append(record: WalRecord, after?: Promise<unknown>): Promise<void> {
+    const local = this.inner.append(record, after);
+    if (!this.replicator.active) return local;
+    const shipped = this.replicator.ship({
+      kind: "record",
+      topic: this.topic,
+      frame: encodeRecord(record),
+    });
+    return Promise.all([local, shipped]).then(() => {});
+  }
+
+  barrier(): Promise<void> {
+    return this.inner.barrier();
+  }
+  compact(snapshot: () => Iterable<Uint8Array[]>): Promise<void> {
+    return this.inner.compact(snapshot);
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+  async remove(): Promise<void> {
+    const shipped = this.replicator.active
+      ? this.replicator.ship({ kind: "delete", topic: this.topic })
+      : undefined;
+    await this.inner.remove();
+    await shipped;
+  }
+  locate(generation: number, offset: number) {
+    return this.inner.locate(generation, offset);
+  }
+  rebase(at: Parameters<Wal["rebase"]>[0]) {
+    return this.inner.rebase(at);
+  }
+  releaseRetired(): void {
+    this.inner.releaseRetired();
+  }
+}

@@ -1,0 +1,189 @@
+/**
+ * @module The leader's side of replication. Every WAL append and topic deletion of a leader is
+ * an entry of the stream (replicated_wal.ts puts them here); the entries of one turn go to
+ * every connected follower as one message. A write's promise resolves once `needed` followers
+ * have acked an index at or past its entry: with the leader's own fsync, a quorum has it on
+ * disk. A follower that connects gets a snapshot of every topic first (the state that all
+ * entries shipped so far produced), then the live stream.
+ */
+
+import { BrokerError } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import { encodeMessage, type Entry } from "./stream.ts";
+
+/** A follower's connection, as the transport (routes/replicate.ts) gives it. */
+export interface ReplicaLink {
+  send(msg: Uint8Array): void;
+  /** Bytes queued and not yet sent. */
+  readonly bufferedAmount: number;
+  close(reason: string): void;
+}
+
+/** One connected follower. */
+export interface Session {
+  readonly peer: string;
+  readonly link: ReplicaLink;
+  /** The highest index it has on disk. */
+  acked: number;
+}
+
+interface Wait {
+  index: number;
+  deadline: number;
+  resolve: () => void;
+  reject: (e: Error) => void;
+}
+
+/** A follower this far behind in unsent bytes is cut off; it reconnects and takes a snapshot. */
+export const MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
+/** How long a write waits for a quorum before it is answered 503 `unavailable`. */
+export const QUORUM_TIMEOUT_MS = 10_000;
+/** Bytes of frames per snapshot message. */
+const SNAPSHOT_CHUNK_BYTES = 4 * 1024 * 1024;
+
+/** Ships the leader's entries to its followers and tells writes when a quorum has them. */
+export class Replicator {
+  /** Entries shipped since this node began leading. */
+  #index = 0;
+  #pending: Entry[] = [];
+  #flushQueued = false;
+  readonly sessions = new Set<Session>();
+  #waits: Wait[] = [];
+  #active = false;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  /** Every topic's frames, as the stream entries that rebuild them (the broker sets it). */
+  snapshot: () => Entry[] = () => [];
+
+  constructor(
+    /** Followers that must have an entry before its write is answered: floor(size / 2). */
+    readonly needed: number,
+    readonly log: Logger,
+    readonly clock: () => number = () => performance.now(),
+  ) {}
+
+  /** Whether this node leads: only then are its appends shipped. */
+  get active(): boolean {
+    return this.#active;
+  }
+
+  /** This node now leads: a new stream starts. */
+  activate(): void {
+    this.deactivate("a new term began");
+    this.#active = true;
+    this.#timer = setInterval(() => this.#expire(), 250);
+  }
+
+  /** This node stops leading: followers are cut off and waiting writes fail. */
+  deactivate(reason: string): void {
+    this.#active = false;
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    for (const s of this.sessions) s.link.close(reason);
+    this.sessions.clear();
+    const waits = this.#waits;
+    this.#waits = [];
+    const err = new BrokerError("unavailable", `Cannot confirm the write: ${reason}`);
+    for (const w of waits) w.reject(err);
+    this.#pending = [];
+    this.#index = 0;
+  }
+
+  /** Queues an entry; resolves once a quorum has it (at once when not leading). */
+  ship(e: Entry): Promise<void> {
+    if (!this.#active) return Promise.resolve();
+    this.#pending.push(e);
+    const index = ++this.#index;
+    if (!this.#flushQueued) {
+      this.#flushQueued = true;
+      queueMicrotask(() => this.#flush());
+    }
+    if (this.needed === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.#waits.push({ index, deadline: this.clock() + QUORUM_TIMEOUT_MS, resolve, reject });
+    });
+  }
+
+  #flush(): void {
+    this.#flushQueued = false;
+    if (!this.#pending.length) return;
+    const msg = encodeMessage(this.#index, this.#pending);
+    this.#pending = [];
+    for (const s of this.sessions) this.#send(s, msg);
+  }
+
+  #send(s: Session, msg: Uint8Array): void {
+    if (s.link.bufferedAmount > MAX_BUFFERED_BYTES) {
+      this.detach(s, "it fell too far behind");
+      return;
+    }
+    s.link.send(msg);
+  }
+
+  /** A follower connected: it gets the snapshot, then every entry from now on. */
+  attach(peer: string, link: ReplicaLink): Session {
+    this.#flush(); // what is queued belongs to the followers already there, and to the snapshot
+    const s: Session = { peer, link, acked: 0 };
+    const entries: Entry[] = [{ kind: "snapshot-begin" }, ...this.snapshot()];
+    let chunk: Entry[] = [];
+    let bytes = 0;
+    for (const e of entries) {
+      chunk.push(e);
+      bytes += e.kind === "record" ? e.frame.length : 0;
+      if (bytes >= SNAPSHOT_CHUNK_BYTES) {
+        link.send(encodeMessage(0, chunk)); // index 0: nothing to ack before the end
+        chunk = [];
+        bytes = 0;
+      }
+    }
+    chunk.push({ kind: "snapshot-end" });
+    link.send(encodeMessage(this.#index, chunk));
+    this.sessions.add(s);
+    this.log.info("cluster: follower attached", { peer, index: this.#index });
+    return s;
+  }
+
+  /** A follower left (or is cut off). */
+  detach(s: Session, reason: string): void {
+    if (!this.sessions.delete(s)) return;
+    s.link.close(reason);
+    this.log.warn("cluster: follower detached", { peer: s.peer, reason });
+  }
+
+  /** A follower has everything up to `index` on disk. */
+  ack(s: Session, index: number): void {
+    if (index <= s.acked || index > this.#index) return;
+    s.acked = index;
+    const quorum = this.#quorumIndex();
+    let n = 0;
+    while (n < this.#waits.length && this.#waits[n]!.index <= quorum) this.#waits[n++]!.resolve();
+    if (n) this.#waits.splice(0, n);
+  }
+
+  /** The highest index `needed` followers all have. */
+  #quorumIndex(): number {
+    const acked = [...this.sessions].map((s) => s.acked).sort((a, b) => b - a);
+    return acked[this.needed - 1] ?? 0;
+  }
+
+  /** How far each follower is behind, in entries. */
+  lag(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const s of this.sessions) out.set(s.peer, this.#index - s.acked);
+    return out;
+  }
+
+  /** Fails the writes that waited too long for a quorum. */
+  #expire(): void {
+    const now = this.clock();
+    let n = 0;
+    while (n < this.#waits.length && this.#waits[n]!.deadline <= now) n++;
+    if (!n) return;
+    const err = new BrokerError(
+      "unavailable",
+      `No quorum: fewer than ${this.needed} follower(s) confirmed the write within ${
+        QUORUM_TIMEOUT_MS / 1000
+      } s`,
+    );
+    for (const w of this.#waits.splice(0, n)) w.reject(err);
+  }
+}
