@@ -1,8 +1,8 @@
 /**
  * Leader election on a real etcd with three real broker processes on loopback: one leader per
  * term, terms that only grow, followers that redirect writes, 503 `electing` while nobody
- * leads, and a paused leader that must not acknowledge a write once its lease has run out.
- * (Replication of the data is not part of these tests yet.)
+ * leads, a paused leader that must not acknowledge a write once its lease has run out, and
+ * followers that hold the leader's data: they catch up after a restart, and a new leader has it.
  */
 
 import { assert, assertEquals } from "../_support/assert.ts";
@@ -160,11 +160,16 @@ Deno.test("a paused leader acknowledges no write after its lease ran out, then f
   }
 });
 
-Deno.test("while etcd is down every node answers 503 electing; back, they elect again", async () => {
+Deno.test("while etcd is down every node answers 503 electing; back, they elect again, data intact", async () => {
   let etcd = await startEtcd();
   const nodes = await startNodes(etcd, "etcd-down");
   try {
-    await settled(nodes);
+    const first = await settled(nodes);
+    for (let i = 0; i < 5; i++) {
+      const res = await fetch(`${first.url}/publish/jobs`, { method: "POST", body: `m${i}` });
+      assertEquals(res.status, 201);
+      await res.body?.cancel();
+    }
     await etcd.stop({ keepData: true });
     const until = performance.now() + 15_000;
     let hs: Health[] = [];
@@ -181,6 +186,87 @@ Deno.test("while etcd is down every node answers 503 electing; back, they elect 
     etcd = await startEtcd(etcd);
     const leader = await settled(nodes);
     assert((await health(leader)).cluster_term! >= 2, "a new election raised the term");
+    await holds(leader, "jobs", 5);
+  } finally {
+    await cleanUp(nodes, etcd);
+  }
+});
+
+/** The depth of `topic` on `node` per its /api/stats: 0 without the topic, -1 while electing. */
+async function depth(node: ChildBroker, topic: string): Promise<number> {
+  const res = await fetch(`${node.url}/api/stats`);
+  const stats = await res.json();
+  return res.ok ? stats.topics[topic]?.depth ?? 0 : -1;
+}
+
+/** Polls until `node` holds `n` messages of `topic` (replication is asynchronous to reads). */
+async function holds(node: ChildBroker, topic: string, n: number): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (await depth(node, topic) === n) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`${node.url} holds ${await depth(node, topic)} of ${topic}, not ${n}`);
+}
+
+Deno.test("a restarted follower catches up; its stream and stats come from its own copy", async () => {
+  const etcd = await startEtcd();
+  const nodes = await startNodes(etcd, "catch-up");
+  try {
+    const leader = await settled(nodes);
+    const [f1, f2] = nodes.filter((n) => n !== leader) as [ChildBroker, ChildBroker];
+    const publish = async (body: string) => {
+      const res = await fetch(`${leader.url}/publish/jobs`, { method: "POST", body });
+      assertEquals(res.status, 201, await res.text());
+    };
+    for (let i = 0; i < 5; i++) await publish(`a${i}`);
+    await holds(f1, "jobs", 5);
+    await stop(f1, "SIGKILL");
+    for (let i = 0; i < 5; i++) await publish(`b${i}`); // the other follower makes the quorum
+    const consumed = await (await fetch(`${leader.url}/consume/jobs?limit=2&auto_ack=true`)).json();
+    assertEquals(consumed.map((m: { payload_text: string }) => m.payload_text), ["a0", "a1"]);
+    const back = await startNode(etcd, "catch-up", f1.dataDir);
+    nodes[nodes.indexOf(f1)] = back;
+    await holds(back, "jobs", 8);
+    await holds(f2, "jobs", 8);
+    // A follower's SSE stream serves its replicated copy, live.
+    const ac = new AbortController();
+    const sse = await fetch(`${f2.url}/stream/jobs`, { signal: ac.signal });
+    assertEquals(sse.status, 200);
+    const reader = sse.body!.pipeThrough(new TextDecoderStream()).getReader();
+    await publish("live");
+    let text = "";
+    while (!text.includes('"payload_text":"live"')) text += (await reader.read()).value ?? "";
+    ac.abort();
+    await reader.cancel().catch(() => {});
+  } finally {
+    await cleanUp(nodes, etcd);
+  }
+});
+
+Deno.test("a new leader holds every acknowledged write, and acks made before the kill stay made", async () => {
+  const etcd = await startEtcd();
+  const nodes = await startNodes(etcd, "handover");
+  try {
+    const leader = await settled(nodes);
+    for (let i = 0; i < 10; i++) {
+      const res = await fetch(`${leader.url}/publish/jobs`, { method: "POST", body: `m${i}` });
+      assertEquals(res.status, 201);
+      await res.body?.cancel();
+    }
+    const taken = await (await fetch(`${leader.url}/consume/jobs?limit=3&auto_ack=true`)).json();
+    assertEquals(taken.length, 3);
+    await stop(leader, "SIGKILL");
+    const next = await settled(nodes.filter((n) => n !== leader));
+    const rest = await (await fetch(`${next.url}/consume/jobs?limit=100&auto_ack=true`)).json();
+    assertEquals(rest.map((m: { payload_text: string }) => m.payload_text), [
+      "m3",
+      "m4",
+      "m5",
+      "m6",
+      "m7",
+      "m8",
+      "m9",
+    ]);
   } finally {
     await cleanUp(nodes, etcd);
   }
