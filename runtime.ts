@@ -141,6 +141,7 @@ export function joinCluster(config: Config, rt: Runtime, log: Logger): ClusterMe
   const ttlSeconds = config.electionTtlMs / 1000;
   const etcd = new Etcd(config.clusterEtcd, Math.min(1_000, config.electionTtlMs / 3));
   const election = new Election({ etcd, name: config.clusterName, ttlSeconds, state, log });
+  rt.broker.replicator!.setSync = (peers) => election.setSync([state.id, ...peers]);
   election.start();
   const replica = new ReplicaClient(rt.broker, state, log, adminKey?.key);
   log.info("cluster: joining", {

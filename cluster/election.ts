@@ -3,8 +3,9 @@
  * registers itself under `{name}/members/`; the leader is whoever created `{name}/leader` (bound
  * to its lease) in the same transaction that raised `{name}/term` by compare-and-swap, so a term
  * is won once and only grows. The others watch the leader key and campaign when it goes (its
- * lease ran out, or it resigned). A leader counts its lease from when it *sent* each renewal,
- * so it stops leading before etcd can let anyone else win.
+ * lease ran out, or it resigned); only the nodes `{name}/sync` names may (see `#mayLead`). A
+ * leader counts its lease from when it *sent* each renewal, so it stops leading before etcd can
+ * let anyone else win.
  */
 
 import type { ClusterState, LeaderInfo, Peer } from "../lib/cluster/state.ts";
@@ -32,6 +33,8 @@ export class Election {
   #lease: string | undefined;
   #session: AbortController | undefined;
   #done: Promise<void> | undefined;
+  /** The revision that created this node's leader key, while it leads. */
+  #leaderRevision = 0;
   readonly #seen = new Map<string, Peer>();
 
   constructor(o: ElectionOptions) {
@@ -43,6 +46,9 @@ export class Election {
   }
   get #termKey() {
     return `${this.#o.name}/term`;
+  }
+  get #syncKey() {
+    return `${this.#o.name}/sync`;
   }
   get #membersPrefix() {
     return `${this.#o.name}/members/`;
@@ -127,29 +133,44 @@ export class Election {
     if (signal.reason instanceof Error && !this.#closed) throw signal.reason;
   }
 
-  /** Takes the lead if nobody holds it, else follows the holder until the leader key changes. */
+  /**
+   * Takes the lead if nobody holds it and this node may (see `#mayLead`), else follows the
+   * holder, or waits, until the leader key changes.
+   */
   async #round(lease: string, leaseEnd: () => number, signal: AbortSignal): Promise<void> {
     const { etcd, state } = this.#o;
     const { kv, revision } = await etcd.get(this.#leaderKey);
     if (!kv) {
-      const term = await etcd.get(this.#termKey);
-      const next = Number(term.kv?.value ?? 0) + 1;
-      const info: LeaderInfo = { id: state.id, url: state.url, term: next };
-      const won = await etcd.txn([
-        { key: this.#leaderKey, createRevision: 0 },
-        term.kv
-          ? { key: this.#termKey, modRevision: term.kv.modRevision }
-          : { key: this.#termKey, createRevision: 0 },
-      ], [
-        { key: this.#leaderKey, value: JSON.stringify(info), lease },
-        { key: this.#termKey, value: String(next) },
-      ]);
-      if (won && !signal.aborted) state.elected(next, leaseEnd());
-      return; // read the key again: ours now, or whoever won
+      const sync = await etcd.get(this.#syncKey);
+      if (this.#mayLead(sync.kv?.value)) {
+        const term = await etcd.get(this.#termKey);
+        const next = Number(term.kv?.value ?? 0) + 1;
+        const info: LeaderInfo = { id: state.id, url: state.url, term: next };
+        const won = await etcd.txn([
+          { key: this.#leaderKey, createRevision: 0 },
+          term.kv
+            ? { key: this.#termKey, modRevision: term.kv.modRevision }
+            : { key: this.#termKey, createRevision: 0 },
+          sync.kv
+            ? { key: this.#syncKey, modRevision: sync.kv.modRevision }
+            : { key: this.#syncKey, createRevision: 0 },
+        ], [
+          { key: this.#leaderKey, value: JSON.stringify(info), lease },
+          { key: this.#termKey, value: String(next) },
+        ]);
+        if (won) this.#leaderRevision = won;
+        if (won && !signal.aborted) state.elected(next, leaseEnd());
+        return; // read the key again: ours now, or whoever won
+      }
+      state.follow(undefined);
+      this.#o.log.info("cluster: waiting for a node that has every acknowledged write", {
+        allowed: sync.kv?.value,
+      });
+    } else {
+      const info = JSON.parse(kv.value) as LeaderInfo;
+      if (kv.lease !== lease) state.follow(info.id === state.id ? undefined : info);
     }
-    const info = JSON.parse(kv.value) as LeaderInfo;
-    if (kv.lease !== lease) state.follow(info.id === state.id ? undefined : info);
-    // Wait until the leader key is deleted or rewritten; then another round.
+    // Wait until the leader key is created, deleted or rewritten; then another round.
     const ac = new AbortController();
     const stop = () => ac.abort();
     signal.addEventListener("abort", stop, { once: true });
@@ -159,6 +180,40 @@ export class Election {
       if (!ac.signal.aborted) throw e;
     } finally {
       signal.removeEventListener("abort", stop);
+    }
+  }
+
+  /**
+   * Whether this node may campaign: only the nodes the sync key names hold every write a
+   * leader acknowledged (the last leader and its synchronous followers), so only they may lead
+   * next, as in Patroni's synchronous mode. With no sync key yet, any node may.
+   */
+  #mayLead(sync: string | undefined): boolean {
+    if (sync === undefined) return true;
+    const { nodes } = JSON.parse(sync) as { nodes: string[] };
+    return nodes.includes(this.#o.state.id);
+  }
+
+  /**
+   * Records, while this node still holds the leader key, that `nodes` (this node and its
+   * synchronous followers) now hold every acknowledged write; only they may lead next. Resolves
+   * true once stored.
+   */
+  async setSync(nodes: string[]): Promise<boolean> {
+    const rev = this.#leaderRevision;
+    if (!rev || this.#o.state.role !== "leader") return false;
+    try {
+      const stored = await this.#o.etcd.txn([{ key: this.#leaderKey, createRevision: rev }], [{
+        key: this.#syncKey,
+        value: JSON.stringify({ nodes, term: this.#o.state.term }),
+      }]);
+      if (stored) this.#o.log.info("cluster: synchronous followers", { nodes });
+      return stored > 0;
+    } catch (e) {
+      this.#o.log.warn("cluster: cannot record the synchronous followers", {
+        error: (e as Error).message,
+      });
+      return false;
     }
   }
 

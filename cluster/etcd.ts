@@ -96,8 +96,8 @@ export class Etcd {
     await this.#call("/v3/kv/put", { key: b64(p.key), value: b64(p.value), lease: p.lease });
   }
 
-  /** Puts `puts` if every comparison holds; whether it did. */
-  async txn(compare: Compare[], puts: Put[]): Promise<boolean> {
+  /** Puts `puts` if every comparison holds; the store's revision after it, or 0 if it did not. */
+  async txn(compare: Compare[], puts: Put[]): Promise<number> {
     const r = await this.#call("/v3/kv/txn", {
       compare: compare.map((c) =>
         "createRevision" in c
@@ -113,7 +113,7 @@ export class Etcd {
         request_put: { key: b64(p.key), value: b64(p.value), lease: p.lease },
       })),
     });
-    return r.succeeded === true;
+    return r.succeeded === true ? Number(r.header.revision) : 0;
   }
 
   /**

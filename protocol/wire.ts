@@ -210,8 +210,10 @@ export interface ClusterPeer {
   role: "leader" | "follower" | "candidate";
   healthy: boolean;
   last_seen: string | null;
-  /** Records the peer is behind the leader; null until replication reports it. */
+  /** Stream entries the peer has not confirmed yet (on the leader; null elsewhere). */
   lag_records: number | null;
+  /** On the leader: whether the peer is a synchronous follower (one that may lead next). */
+  synchronous: boolean;
 }
 
 /** Every error answer (RFC 9457 problem details). */

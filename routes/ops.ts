@@ -38,6 +38,7 @@ function clusterStatus(req: Request, { broker }: Ctx): Response {
   const c = broker.cluster;
   if (c) {
     const lag = c.role === "leader" ? broker.replicator?.lag() : undefined;
+    const sync = new Set(c.role === "leader" ? broker.replicator?.standbys : []);
     return json(
       ({
         mode: "cluster",
@@ -52,6 +53,7 @@ function clusterStatus(req: Request, { broker }: Ctx): Response {
           healthy: p.healthy,
           last_seen: isoTime(p.lastSeen),
           lag_records: lag?.get(p.id) ?? null,
+          synchronous: sync.has(p.id),
         })),
       }) satisfies ClusterStatus,
     );

@@ -5,6 +5,12 @@
  * have acked an index at or past its entry: with the leader's own fsync, a quorum has it on
  * disk. A follower that connects gets a snapshot of every topic first (the state that all
  * entries shipped so far produced), then the live stream.
+ *
+ * Which followers count is fixed, as in Patroni's synchronous mode: the leader picks `needed`
+ * followers that hold every write acknowledged so far, records them in the election store
+ * (`setSync`), and from then on a write is answered when *those* have it. Only they and the
+ * leader may be elected next, so a new leader always holds every acknowledged write. While a
+ * synchronous follower is replaced, nothing is acknowledged.
  */
 
 import { BrokerError } from "../errors.ts";
@@ -25,6 +31,8 @@ export interface Session {
   readonly link: ReplicaLink;
   /** The highest index it has on disk. */
   acked: number;
+  /** The index its snapshot stands for: it holds nothing until it has acked this. */
+  readonly from: number;
 }
 
 interface Wait {
@@ -51,8 +59,21 @@ export class Replicator {
   #waits: Wait[] = [];
   #active = false;
   #timer: ReturnType<typeof setInterval> | undefined;
+  /** The followers whose acks count (each must have an entry), as the election store names them. */
+  #standbys = new Set<Session>();
+  /** True while new synchronous followers are being recorded: nothing is acknowledged then. */
+  #switching = false;
+  /** The highest index a writer has been answered for. */
+  #acknowledged = 0;
+  /** Counts activations and deactivations, so a late answer of a past term is ignored. */
+  #generation = 0;
   /** Every topic's frames, as the stream entries that rebuild them (the broker sets it). */
   snapshot: () => Entry[] = () => [];
+  /**
+   * Records `peers` as the synchronous followers in the election store (runtime.ts wires the
+   * election); resolves true once stored. Only they and this node may lead next.
+   */
+  setSync: (peers: string[]) => Promise<boolean> = () => Promise.resolve(true);
 
   constructor(
     /** Followers that must have an entry before its write is answered: floor(size / 2). */
@@ -66,15 +87,21 @@ export class Replicator {
     return this.#active;
   }
 
-  /** This node now leads: a new stream starts. */
+  /** This node now leads: a new stream starts (at index 1, so that a snapshot is acked). */
   activate(): void {
     this.deactivate("a new term began");
     this.#active = true;
-    this.#timer = setInterval(() => this.#expire(), 250);
+    this.#index = 1;
+    this.#timer = setInterval(() => {
+      this.#expire();
+      this.#choose(); // a recording that failed is tried again
+    }, 250);
+    if (this.needed === 0) this.setSync([]).catch(() => {});
   }
 
   /** This node stops leading: followers are cut off and waiting writes fail. */
   deactivate(reason: string): void {
+    this.#generation++;
     this.#active = false;
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
@@ -86,6 +113,9 @@ export class Replicator {
     for (const w of waits) w.reject(err);
     this.#pending = [];
     this.#index = 0;
+    this.#acknowledged = 0;
+    this.#standbys.clear();
+    this.#switching = false;
   }
 
   /** Queues an entry; resolves once a quorum has it (at once when not leading). */
@@ -122,7 +152,7 @@ export class Replicator {
   /** A follower connected: it gets the snapshot, then every entry from now on. */
   attach(peer: string, link: ReplicaLink): Session {
     this.#flush(); // what is queued belongs to the followers already there, and to the snapshot
-    const s: Session = { peer, link, acked: 0 };
+    const s: Session = { peer, link, acked: 0, from: this.#index };
     const entries: Entry[] = [{ kind: "snapshot-begin" }, ...this.snapshot()];
     let chunk: Entry[] = [];
     let bytes = 0;
@@ -147,22 +177,58 @@ export class Replicator {
     if (!this.sessions.delete(s)) return;
     s.link.close(reason);
     this.log.warn("cluster: follower detached", { peer: s.peer, reason });
+    if (this.#standbys.delete(s)) this.#choose();
   }
 
   /** A follower has everything up to `index` on disk. */
   ack(s: Session, index: number): void {
     if (index <= s.acked || index > this.#index) return;
     s.acked = index;
-    const quorum = this.#quorumIndex();
+    this.#settle();
+    this.#choose();
+  }
+
+  /** Answers the writes the synchronous followers all have. */
+  #settle(): void {
+    if (this.#switching || this.#standbys.size < this.needed) return;
+    let quorum = Infinity;
+    for (const s of this.#standbys) quorum = Math.min(quorum, s.acked);
     let n = 0;
     while (n < this.#waits.length && this.#waits[n]!.index <= quorum) this.#waits[n++]!.resolve();
     if (n) this.#waits.splice(0, n);
+    if (quorum > this.#acknowledged && quorum !== Infinity) this.#acknowledged = quorum;
   }
 
-  /** The highest index `needed` followers all have. */
-  #quorumIndex(): number {
-    const acked = [...this.sessions].map((s) => s.acked).sort((a, b) => b - a);
-    return acked[this.needed - 1] ?? 0;
+  /**
+   * Fills the synchronous followers up to `needed` with followers that hold every write
+   * acknowledged so far (and their snapshot), and records them before they count.
+   */
+  #choose(): void {
+    if (!this.#active || this.#switching || this.#standbys.size >= this.needed) return;
+    const floor = this.#acknowledged;
+    const ready = [...this.sessions].filter((s) =>
+      !this.#standbys.has(s) && s.acked >= s.from && s.acked >= floor
+    );
+    if (this.#standbys.size + ready.length < this.needed) return;
+    const chosen = [...this.#standbys, ...ready.slice(0, this.needed - this.#standbys.size)];
+    this.#switching = true;
+    const generation = this.#generation; // a deactivate() meanwhile ends this attempt
+    this.setSync(chosen.map((s) => s.peer)).then((stored) => {
+      if (generation !== this.#generation) return;
+      this.#switching = false;
+      if (!this.#active) return;
+      if (stored && chosen.every((s) => this.sessions.has(s))) {
+        this.#standbys = new Set(chosen);
+        this.#settle();
+      }
+    }, () => {
+      if (generation === this.#generation) this.#switching = false;
+    });
+  }
+
+  /** The followers whose acks count now. */
+  get standbys(): string[] {
+    return [...this.#standbys].map((s) => s.peer);
   }
 
   /** How far each follower is behind, in entries. */

@@ -154,8 +154,8 @@ export async function runChaos(
       await new Promise((r) => setTimeout(r, loadMs));
       const victim = leader ?? await leaderOf(nodes);
       if (!victim) continue;
-      const killedAt = performance.now();
       await stop(victim, "SIGKILL");
+      const killedAt = performance.now(); // answers that raced the kill do not count
       leader = undefined;
       while (lastPublishOk < killedAt) await new Promise((r) => setTimeout(r, 20));
       failovers.push(Math.round(lastPublishOk - killedAt));

@@ -271,3 +271,40 @@ Deno.test("a new leader holds every acknowledged write, and acks made before the
     await cleanUp(nodes, etcd);
   }
 });
+
+Deno.test("only a synchronous follower may lead next; the leader replaces one that dies", async () => {
+  const etcd = await startEtcd();
+  const nodes = await startNodes(etcd, "sync");
+  try {
+    const leader = await settled(nodes);
+    const publish = async (body: string) => {
+      const res = await fetch(`${leader.url}/publish/jobs`, { method: "POST", body });
+      assertEquals(res.status, 201, await res.text());
+    };
+    await publish("first");
+    const syncOf = async (): Promise<string[]> =>
+      // deno-lint-ignore no-explicit-any
+      (await status(leader)).peers.filter((p: any) => p.synchronous).map((p: any) => p.address);
+    // The peer list comes from etcd with each lease renewal: wait until it names the follower.
+    let synced = await syncOf();
+    for (let i = 0; i < 100 && synced.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      synced = await syncOf();
+    }
+    const [syncUrl] = synced;
+    const s = nodes.find((n) => n.url === syncUrl)!;
+    const f = nodes.find((n) => n !== leader && n !== s)!;
+    await stop(s, "SIGKILL");
+    await publish("second"); // waits until the other follower is recorded as synchronous
+    assertEquals(await syncOf(), [f.url]);
+    const back = await startNode(etcd, "sync", s.dataDir); // up to date, but not synchronous
+    nodes[nodes.indexOf(s)] = back;
+    await holds(back, "jobs", 2);
+    await stop(leader, "SIGKILL");
+    const next = await settled(nodes.filter((n) => n !== leader));
+    assertEquals(next.url, f.url, "the synchronous follower leads");
+    await holds(next, "jobs", 2);
+  } finally {
+    await cleanUp(nodes, etcd);
+  }
+});
