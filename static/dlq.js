@@ -126,7 +126,7 @@ function oneTopic(topic, app) {
         h(
           "td",
           {},
-          m.group === undefined ? "" : m.group.split(",").map((g) => g || "(default)").join(", "),
+          (m.group ?? "").split(",").map((g) => g || "(default)").join(", "),
         ),
         h("td", {}, clock(m.timestamp)),
         h("td", { class: "payload-cell" }, preview(m, 48)),

@@ -332,15 +332,13 @@ function updateRow(tr, r) {
   setText(cells[3], num(r.delayed));
   const dlq = cells[4];
   if (r.dlq_depth > 0) {
-    const a = dlq.querySelector("a");
-    if (a) setText(a, num(r.dlq_depth));
-    else {dlq.replaceChildren(
-        h("a", {
-          href: href("dlq", r.name),
-          class: "badge warn",
-          title: `Dead letters of ${r.name}`,
-        }, num(r.dlq_depth)),
-      );}
+    let a = dlq.querySelector("a");
+    if (!a) {
+      a = h("a", { href: href("dlq", r.name), class: "badge warn" });
+      dlq.replaceChildren(a);
+    }
+    setText(a, num(r.dlq_depth));
+    a.setAttribute("aria-label", `${num(r.dlq_depth)} dead letters of ${r.name}`);
   } else {
     if (dlq.firstChild?.nodeType !== Node.TEXT_NODE || dlq.textContent !== "0") {
       dlq.replaceChildren("0");
