@@ -162,6 +162,8 @@ export function overview(_params, app) {
 
   /** @type {Row[]} */
   let rows = [];
+  /** False until the first answer: an empty table then means "not known yet", not "none". */
+  let loaded = false;
 
   /** @param {keyof Row} key */
   function sortBy(key) {
@@ -203,7 +205,7 @@ export function overview(_params, app) {
         th.setAttribute("aria-sort", state.desc ? "descending" : "ascending");
       } else th.removeAttribute("aria-sort");
     }
-    setText(count, `${num(shown.length)} of ${num(rows.length)}`);
+    setText(count, loaded ? `${num(shown.length)} of ${num(rows.length)}` : "");
     setText(
       pageInfo,
       shown.length
@@ -217,7 +219,9 @@ export function overview(_params, app) {
     empty.hidden = page.length > 0;
     setText(
       empty,
-      rows.length
+      !loaded
+        ? "Loading the queues…"
+        : rows.length
         ? "No queue matches the filter."
         : "No queues yet. Publish a message to create one.",
     );
@@ -280,6 +284,7 @@ export function overview(_params, app) {
     if (!app.alive()) return;
     /** @type {Record<string, Record<string, number>>} */
     const latest = rates.topics ?? {};
+    loaded = true;
     rows = /** @type {QueueItem[]} */ (queues).map((q) => ({
       ...q,
       pub: latest[q.name]?.published,

@@ -418,7 +418,7 @@ function peekPanel(name) {
 function inFlightPanel(name, group, app) {
   const status = new StatusLine();
   const tbody = h("tbody");
-  const none = h("p", { class: "empty" }, "Nothing in flight.");
+  const none = h("p", { class: "empty", hidden: true }, "Nothing in flight.");
   /** @type {any[]} */
   let items = [];
   const render = () => {

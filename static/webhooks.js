@@ -168,7 +168,7 @@ export function webhooksView(params, app) {
         h("td", {}, h("span", { class: "badge" })),
         h("td", { class: "num" }),
         h("td", {}),
-        h("td", { class: "buttons tight" }, logBtn, del),
+        h("td", {}, h("div", { class: "buttons tight" }, logBtn, del)),
       );
     }, (tr, w) => {
       const c = /** @type {HTMLElement[]} */ ([...tr.children]);
