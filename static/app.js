@@ -11,6 +11,7 @@ import { queueView } from "./queue.js";
 import { deadLetters } from "./dlq.js";
 import { webhooksView } from "./webhooks.js";
 import { liveTail } from "./live.js";
+import { setText } from "./ui.js";
 
 /**
  * What a view gets from the shell.
@@ -199,13 +200,14 @@ async function health() {
     const body = await res.json().catch(() => ({}));
     const ok = res.ok && body.status === "ok";
     pill.className = `pill ${ok ? "ok" : "bad"}`;
-    pill.textContent = ok ? `healthy · v${body.version}` : `${body.status ?? res.status}`;
+    // Only a change is written, so screen readers hear the pill when the health changes.
+    setText(pill, ok ? `healthy · v${body.version}` : `${body.status ?? res.status}`);
     pill.title = ok
       ? `Ferry ${body.version}, up ${body.uptime_seconds} s`
       : `/healthz answered ${res.status}`;
   } catch (e) {
     pill.className = "pill bad";
-    pill.textContent = "unreachable";
+    setText(pill, "unreachable");
     pill.title = String(e);
   }
 }

@@ -160,16 +160,24 @@ export function queueView(params, app) {
     dangerPanel(name, app),
   );
 
-  api("GET", `/api/topics/${q}`).then((t) => {
-    setText(dd.policy, t.policy);
-    setText(dd.retain, t.retain ?? "none (kept until acked)");
-    setText(dd.visibility, t.visibility);
-    setText(dd.max_messages, num(t.max_messages));
-    setText(dd.max_bytes, t.max_bytes === null ? "no limit" : bytes(t.max_bytes));
-    setText(dd.created_at, dateTime(t.created_at));
-  }).catch((e) => {
-    if (e?.status !== 404) app.fail(e);
-  });
+  /** The settings: "none" until read; a queue created while the view is open gets them then. */
+  let settings = "none";
+  const loadSettings = () => {
+    settings = "loading";
+    api("GET", `/api/topics/${q}`).then((t) => {
+      settings = "shown";
+      setText(dd.policy, t.policy);
+      setText(dd.retain, t.retain ?? "none (kept until acked)");
+      setText(dd.visibility, t.visibility);
+      setText(dd.max_messages, num(t.max_messages));
+      setText(dd.max_bytes, t.max_bytes === null ? "no limit" : bytes(t.max_bytes));
+      setText(dd.created_at, dateTime(t.created_at));
+    }).catch((e) => {
+      settings = "none";
+      if (e?.status !== 404) app.fail(e);
+    });
+  };
+  loadSettings();
 
   app.poll(async () => {
     const [queues, stats, rates] = await Promise.all([
@@ -196,10 +204,7 @@ export function queueView(params, app) {
       setText(dd.held_bytes, bytes(item.held_bytes));
       setText(dd.dlq_depth, isDlq ? "–" : num(item.dlq_depth));
       setText(dd.oldest, item.held ? age(item.oldest_age_seconds) : "–");
-      if (dd.policy.textContent === "…") {
-        setText(dd.policy, item.policy);
-        setText(dd.retain, item.retain ?? "none (kept until acked)");
-      }
+      if (settings === "none") loadSettings();
     }
     for (const [field, chart] of charts) {
       /** @type {RateChart} */ (chart).update(

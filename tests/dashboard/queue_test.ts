@@ -156,3 +156,16 @@ Deno.test("purge and delete ask for the queue's name first", async () => {
     assert(!(await queues(url)).has("doomed"));
   });
 });
+
+Deno.test("the view of a queue that does not exist yet says so, and publishing creates it", async () => {
+  await withDashboard({}, async ({ page, url, open }) => {
+    await open("#/queue/fresh");
+    await page.getByText('There is no queue named "fresh" (yet)').waitFor();
+    await page.getByRole("textbox", { name: "Payload" }).fill("first");
+    await page.getByRole("button", { name: "Publish" }).click();
+    await page.locator(".status.ok", { hasText: /^Published / }).waitFor();
+    await page.getByText('There is no queue named "fresh" (yet)').waitFor({ state: "hidden" });
+    await page.locator("dd", { hasText: /^30s$/ }).waitFor(); // its settings, read once it exists
+    assertEquals((await queues(url)).get("fresh")!.depth, 1);
+  }, REFUSED);
+});
