@@ -37,6 +37,19 @@ async function createTopic(req: Request, ctx: Ctx): Promise<Response> {
   return json(topicJson(ctx.broker, topic), 201);
 }
 
+/** GET /api/topics/{name}: one topic's settings; GET /api/topics: every topic's, by name. */
+function readTopics(_req: Request, ctx: Ctx): Response {
+  const { broker } = ctx;
+  if (!ctx.params.name) {
+    const all = [...broker.eachTopic()].sort((a, b) => a.name < b.name ? -1 : 1);
+    return json(all.map((t) => topicJson(broker, t)));
+  }
+  const name = checkName(ctx.params.name, "topic");
+  const topic = broker.findTopic(name);
+  if (!topic) throw new BrokerError("not_found", `Cannot read topic "${name}": no such topic`);
+  return json(topicJson(broker, topic));
+}
+
 async function createGroup(req: Request, ctx: Ctx): Promise<Response> {
   const body = await readJson(req);
   const topic = checkName(needString(body, "topic"), "topic");
@@ -87,6 +100,7 @@ async function remove(_req: Request, ctx: Ctx): Promise<Response> {
 
 export const adminRoutes: Route[] = [
   { method: "POST", pattern: "/api/topics", scope: "admin", handler: createTopic },
+  { method: "GET", pattern: "/api/topics/:name", scope: "admin", handler: readTopics },
   { method: "POST", pattern: "/api/groups", scope: "admin", handler: createGroup },
   { method: "GET", pattern: "/api/groups", scope: "admin", handler: listGroups },
   { method: "GET", pattern: "/api/queues", scope: "admin", handler: listQueues },

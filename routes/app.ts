@@ -16,6 +16,7 @@ import { adminRoutes } from "./admin.ts";
 import { dashboardRoutes } from "./dashboard.ts";
 import { healthRoutes } from "./health.ts";
 import { opsRoutes } from "./ops.ts";
+import { staticRoutes } from "./static.ts";
 import { streamRoutes } from "./stream.ts";
 import { webhookRoutes } from "./webhooks.ts";
 import { wsRoutes } from "./ws.ts";
@@ -33,6 +34,7 @@ export const ROUTES: Route[] = [
   ...wsRoutes(),
   ...webhookRoutes,
   ...replicateRoutes,
+  ...staticRoutes(),
 ];
 
 export interface AppOptions {

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs the real components the tests (and the benchmark) drive, from Debian's packages, when
-# missing. No arguments: what the test suite needs (prometheus, for promtool and a real scraper).
+# missing. No arguments: what the test suite needs (prometheus, for promtool and a real scraper;
+# chromium, the browser the dashboard's tests drive).
 # With arguments: those commands, e.g. `tools/setup_test_deps.sh wrk` for `deno task bench`.
-# Default: promtool (prometheus) and etcd (etcd-server, for the cluster tests).
+# etcd (etcd-server) for the cluster tests is in the default set too.
 set -euo pipefail
-declare -A package_of=([promtool]=prometheus [wrk]=wrk [etcd]=etcd-server)
+declare -A package_of=([promtool]=prometheus [wrk]=wrk [etcd]=etcd-server [chromium]=chromium)
 commands=("$@")
-[ ${#commands[@]} -eq 0 ] && commands=(promtool etcd)
+[ ${#commands[@]} -eq 0 ] && commands=(promtool etcd chromium)
 need=()
 for c in "${commands[@]}"; do
   command -v "$c" >/dev/null 2>&1 || need+=("${package_of[$c]:-$c}")

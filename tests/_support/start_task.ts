@@ -6,6 +6,10 @@
 
 /** The data dir the start task's permissions name. */
 const TASK_DATA_DIR = "./data";
+/** The dashboard's files as the start task names them (relative to the repository root). */
+const TASK_STATIC_DIR = "./static";
+/** The same folder as an absolute path, so a child started from any directory may read it. */
+const STATIC_DIR = new URL("../../static", import.meta.url).pathname;
 
 /** The environment, V8 flags and permission flags of the `start` task. */
 export function startTask(): {
@@ -41,8 +45,9 @@ export function startTaskEnv(): Record<string, string> {
 
 /**
  * The start task's permission flags for a broker on `dataDir`: its `./data` becomes `dataDir`
- * (a `:memory:` broker gets no file access at all), and `read` (a keys file) joins what it may
- * read. So a spawned broker runs with production's permissions, not `-A`.
+ * (a `:memory:` broker gets no data files at all), `./static` the repository's `static/`, and
+ * `read` (a keys file) joins what it may read. So a spawned broker runs with production's
+ * permissions, not `-A`.
  */
 export function startTaskPermissions(dataDir: string, read: string[] = []): string[] {
   if ([dataDir, ...read].some((p) => p.includes(","))) {
@@ -59,7 +64,13 @@ export function startTaskPermissions(dataDir: string, read: string[] = []): stri
     }
     const name = flag.slice(0, eq);
     const list = flag.slice(eq + 1).split(",").flatMap((v) =>
-      v !== TASK_DATA_DIR ? [v] : dataDir === ":memory:" ? [] : [dataDir]
+      v === TASK_STATIC_DIR
+        ? [STATIC_DIR]
+        : v !== TASK_DATA_DIR
+        ? [v]
+        : dataDir === ":memory:"
+        ? []
+        : [dataDir]
     );
     if (name === "--allow-read" && !readAdded) {
       list.push(...read);

@@ -296,6 +296,9 @@ Deno.test("only a synchronous follower may lead next; the leader replaces one th
     const f = nodes.find((n) => n !== leader && n !== s)!;
     await stop(s, "SIGKILL");
     await publish("second"); // waits until the other follower is recorded as synchronous
+    for (let i = 0; i < 100 && (await syncOf())[0] !== f.url; i++) {
+      await new Promise((r) => setTimeout(r, 50)); // the status is read, not waited on
+    }
     assertEquals(await syncOf(), [f.url]);
     const back = await startNode(etcd, "sync", s.dataDir); // up to date, but not synchronous
     nodes[nodes.indexOf(s)] = back;

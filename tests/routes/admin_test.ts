@@ -107,6 +107,41 @@ Deno.test("POST /api/topics with a bad policy or retain is 400", async () => {
   });
 });
 
+Deno.test("GET /api/topics/{name} answers the topic's settings; GET /api/topics lists them all", async () => {
+  await withBroker({}, async (ctx) => {
+    const created = await ctx.call("POST", "/api/topics", {
+      json: {
+        name: "shop",
+        policy: "drop-oldest",
+        retain: "1h",
+        visibility: "45s",
+        max_bytes: 4096,
+      },
+    });
+    assertEquals(created.status, 201, created.text);
+    await publish(ctx, "auto", "x"); // auto-created, default settings
+
+    const one = await ctx.call("GET", "/api/topics/shop");
+    assertEquals(one.status, 200, one.text);
+    assertEquals(one.body, created.body);
+
+    const auto = await ctx.call("GET", "/api/topics/auto");
+    assertEquals(auto.body.policy, "reject");
+    assertEquals(auto.body.retain, null);
+    assertEquals(auto.body.visibility, "30s");
+    assertEquals(auto.body.max_bytes, null);
+    assertMatch(auto.body.created_at, ISO_UTC);
+
+    const all = await ctx.call("GET", "/api/topics");
+    assertEquals(all.status, 200, all.text);
+    assertEquals(all.body.map((t: Json) => t.name), ["auto", "shop"]);
+    assertEquals(all.body[1], created.body);
+
+    assertProblem(await ctx.call("GET", "/api/topics/nope"), 404, "not_found");
+    assertProblem(await ctx.call("GET", "/api/topics/bad%20name"), 400, "invalid_name");
+  });
+});
+
 Deno.test("POST /api/groups answers 201 {topic,group,created_at}, 409 when it exists", async () => {
   await withBroker({}, async (ctx) => {
     const res = await ctx.call("POST", "/api/groups", { json: { topic: "gt", group: "billing" } });
