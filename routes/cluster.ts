@@ -16,9 +16,16 @@ const LOCAL = new Set([
   "/api/cluster/status",
   "/api/stats",
   "/stream/:topic",
+  "/cluster/replicate", // it answers for itself whether it leads
+  "/dashboard/:file", // public files, the same on every node
 ]);
 /** Routes a node answers even while no leader is known. */
-const WHILE_ELECTING = new Set(["/healthz", "/metrics", "/api/cluster/status"]);
+const WHILE_ELECTING = new Set([
+  "/healthz",
+  "/metrics",
+  "/api/cluster/status",
+  "/dashboard/:file",
+]);
 
 /** The BeforeHook that redirects to the leader or answers 503 while electing. */
 export function clusterHook(state: ClusterState): BeforeHook {

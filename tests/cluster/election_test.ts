@@ -84,9 +84,11 @@ Deno.test("three nodes elect one leader; followers redirect writes and serve the
     assertEquals(redirect.headers.get("location"), `${leader.url}/publish/orders?ttl=1m`);
     const followed = await fetch(`${f.url}/publish/orders`, { method: "POST", body: "hello" });
     assertEquals(followed.status, 201, await followed.text());
-    const stats = await fetch(`${f.url}/api/stats`, { redirect: "manual" });
-    assertEquals(stats.status, 200, "a follower serves /api/stats itself");
-    await stats.body?.cancel();
+    for (const path of ["/api/stats", "/dashboard"]) {
+      const own = await fetch(`${f.url}${path}`, { redirect: "manual" });
+      assertEquals(own.status, 200, `a follower serves ${path} itself`);
+      await own.body?.cancel();
+    }
 
     for (const n of nodes) {
       // Peers are read from etcd with each lease renewal (a third of the TTL): wait for both.
