@@ -26,19 +26,28 @@ async function status(node: ChildBroker): Promise<any> {
 }
 
 /** Three nodes of one cluster on `etcd`, each with its own data dir. */
-async function startNodes(etcd: EtcdServer, name: string, n = 3): Promise<ChildBroker[]> {
+async function startNodes(
+  etcd: EtcdServer,
+  name: string,
+  env: Record<string, string> = {},
+): Promise<ChildBroker[]> {
   const nodes: ChildBroker[] = [];
-  for (let i = 0; i < n; i++) nodes.push(await startNode(etcd, name));
+  for (let i = 0; i < 3; i++) nodes.push(await startNode(etcd, name, undefined, env));
   return nodes;
 }
 
-function startNode(etcd: EtcdServer, name: string, dataDir?: string): Promise<ChildBroker> {
-  return (async () =>
-    start(dataDir ?? await Deno.makeTempDir({ prefix: "ferry-node-" }), {
-      BROKER_CLUSTER_ETCD: etcd.endpoint,
-      BROKER_CLUSTER_NAME: name,
-      BROKER_ELECTION_TTL: "2s",
-    }))();
+async function startNode(
+  etcd: EtcdServer,
+  name: string,
+  dataDir?: string,
+  env: Record<string, string> = {},
+): Promise<ChildBroker> {
+  return start(dataDir ?? await Deno.makeTempDir({ prefix: "ferry-node-" }), {
+    BROKER_CLUSTER_ETCD: etcd.endpoint,
+    BROKER_CLUSTER_NAME: name,
+    BROKER_ELECTION_TTL: "2s",
+    ...env,
+  });
 }
 
 /** Resolves once `nodes` agree on one leader (each answers /healthz 200); that leader. */
@@ -309,6 +318,33 @@ Deno.test("only a synchronous follower may lead next; the leader replaces one th
     const next = await settled(nodes.filter((n) => n !== leader));
     assertEquals(next.url, f.url, "the synchronous follower leads");
     await holds(next, "jobs", 2);
+  } finally {
+    await cleanUp(nodes, etcd);
+  }
+});
+
+Deno.test("with API keys on, followers replicate with the admin key", async () => {
+  const etcd = await startEtcd();
+  const keys = { BROKER_API_KEYS: "pub-1:publish,admin-1:admin" };
+  const nodes = await startNodes(etcd, "keys", keys);
+  try {
+    const leader = await settled(nodes);
+    const res = await fetch(`${leader.url}/publish/jobs`, {
+      method: "POST",
+      body: "x",
+      headers: { authorization: "Bearer pub-1" },
+    });
+    assertEquals(res.status, 201, "answered only once a follower, authenticated, has it");
+    await res.body?.cancel();
+    for (const n of nodes) {
+      let depth = 0;
+      for (let i = 0; i < 100 && depth !== 1; i++) {
+        if (i) await new Promise((r) => setTimeout(r, 25)); // the other follower may lag a little
+        const stats = await fetch(`${n.url}/api/stats`, { headers: { "x-api-key": "admin-1" } });
+        depth = (await stats.json()).topics?.jobs?.depth ?? 0;
+      }
+      assertEquals(depth, 1, n.url);
+    }
   } finally {
     await cleanUp(nodes, etcd);
   }
