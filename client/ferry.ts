@@ -13,7 +13,7 @@ import type {
 } from "../protocol/wire.ts";
 import { FerryAdmin, seg } from "./admin.ts";
 import { Http } from "./http.ts";
-import { MessageLoop, type MessagesOptions } from "./messages.ts";
+import { MessageLoop, type MessagesOptions, type SettleListener } from "./messages.ts";
 import {
   type ConsumeOptions,
   type Duration,
@@ -35,9 +35,6 @@ export const DEFAULT_URL = "http://127.0.0.1:7800";
 export const DEFAULT_TIMEOUT_MS = 60_000;
 /** Most ids one batch ack carries; `ackMany` splits longer lists. */
 const MAX_BATCH_ACK = 10_000;
-
-/** Hears acks and requeues made through a client, so a consumer loop forgets those messages. */
-export type SettleListener = (topic: string, group: string, ids: readonly string[]) => void;
 
 /** A Ferry client. Safe to share: it holds no connection of its own but the platform's pool. */
 export class Ferry extends FerryAdmin {

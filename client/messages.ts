@@ -23,8 +23,17 @@
 
 import { reconnectDelay, sleep } from "./backoff.ts";
 import { isTransient } from "./errors.ts";
-import type { Ferry, SettleListener } from "./ferry.ts";
-import { type Duration, durationMs, durationText, type Filter, type Message } from "./options.ts";
+import type { BatchAckAnswer, RequeueAnswer, TouchAnswer } from "../protocol/wire.ts";
+import {
+  type ConsumeOptions,
+  type Duration,
+  durationMs,
+  durationText,
+  type Filter,
+  type GroupOptions,
+  type Message,
+  type RequeueOptions,
+} from "./options.ts";
 
 /** Options of `ferry.messages()`. */
 export interface MessagesOptions {
@@ -59,6 +68,17 @@ const MAX_WAIT_MS = 30_000;
 /** An empty poll is followed by at least this much time (a wait of 0 would spin). */
 const IDLE_PAUSE_MS = 1_000;
 
+/** The calls a loop makes: `Ferry`'s. */
+export interface LoopClient {
+  consume(topic: string, opts: ConsumeOptions): Promise<Message[]>;
+  ackMany(topic: string, ids: readonly string[], opts: GroupOptions): Promise<BatchAckAnswer>;
+  requeue(msg: Message, opts: RequeueOptions): Promise<RequeueAnswer>;
+  touch(topic: string, id: string, by: Duration, opts: GroupOptions): Promise<TouchAnswer>;
+}
+
+/** Hears acks and requeues made through a client, so a consumer loop forgets those messages. */
+export type SettleListener = (topic: string, group: string, ids: readonly string[]) => void;
+
 /** Plumbing the client hands a loop. */
 export interface LoopContext {
   /** The client's per-attempt deadline, which the long polls stay under. */
@@ -71,7 +91,7 @@ export interface LoopContext {
 export class MessageLoop implements AsyncIterable<Message> {
   /** Use `ferry.messages()`. */
   constructor(
-    private readonly ferry: Ferry,
+    private readonly ferry: LoopClient,
     readonly topic: string,
     private readonly opts: MessagesOptions,
     private readonly ctx: LoopContext,
@@ -129,7 +149,7 @@ class Cursor {
   readonly #unlisten: () => void;
 
   constructor(
-    private readonly ferry: Ferry,
+    private readonly ferry: LoopClient,
     private readonly topic: string,
     private readonly opts: MessagesOptions,
     ctx: LoopContext,

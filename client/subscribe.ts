@@ -15,11 +15,10 @@
  *   answered by the platform's WebSocket.
  */
 
-import type { WsClientFrame, WsServerFrame } from "../protocol/wire.ts";
+import type { RequeueAnswer, WsClientFrame, WsServerFrame } from "../protocol/wire.ts";
 import { reconnectDelay } from "./backoff.ts";
 import { FerryConnectionError, FerryError } from "./errors.ts";
-import type { Ferry } from "./ferry.ts";
-import type { Message } from "./options.ts";
+import type { GroupOptions, Message, RequeueOptions } from "./options.ts";
 
 /** What handles a message of a subscription. */
 export type Handler = (msg: Message) => unknown;
@@ -35,6 +34,12 @@ export interface SubscribeOptions {
    * hears connection failures (default: a console warning).
    */
   onError?: (err: unknown, msg?: Message) => void;
+}
+
+/** The HTTP calls that settle a delivery whose socket is gone: `Ferry`'s. */
+export interface SettleClient {
+  ack(topic: string, id: string, opts: GroupOptions): Promise<void>;
+  requeue(msg: Message, opts: RequeueOptions): Promise<RequeueAnswer>;
 }
 
 /** Where and how to connect. */
@@ -66,7 +71,7 @@ export class Subscription {
   #onError: SubscribeOptions["onError"];
 
   /** Use `ferry.subscribe()`; the socket opens at once. */
-  constructor(private readonly ferry: Ferry, private readonly settings: SocketSettings) {
+  constructor(private readonly ferry: SettleClient, private readonly settings: SocketSettings) {
     const ws = settings.WebSocket ?? globalThis.WebSocket;
     if (typeof ws !== "function") {
       throw new TypeError(
