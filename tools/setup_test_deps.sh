@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the real components the tests (and the benchmark) drive, from Debian's packages, when
-# missing. No arguments: what the test suite needs (prometheus, for promtool and a real scraper).
+# missing. No arguments: what the test suite needs (prometheus, for promtool and a real scraper;
+# chromium, the browser the client library's browser test drives through playwright-core).
 # With arguments: those commands, e.g. `tools/setup_test_deps.sh wrk` for `deno task bench`.
 set -euo pipefail
-declare -A package_of=([promtool]=prometheus [wrk]=wrk)
+declare -A package_of=([promtool]=prometheus [wrk]=wrk [chromium]=chromium)
 commands=("$@")
-[ ${#commands[@]} -eq 0 ] && commands=(promtool)
+[ ${#commands[@]} -eq 0 ] && commands=(promtool chromium)
 need=()
 for c in "${commands[@]}"; do
   command -v "$c" >/dev/null 2>&1 || need+=("${package_of[$c]:-$c}")

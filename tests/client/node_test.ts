@@ -49,6 +49,7 @@ for await (const m of ferry.messages("loop", { batch: 3, signal: ac.signal })) {
 }
 out.looped = looped;
 out.leftInFlight = (await ferry.stats()).topics.loop.in_flight;
+await ferry.createTopic("live"); // the gauge below lists existing topics
 const streamed = (async () => {
   for await (const m of ferry.stream("live")) return m.payload_text;
 })();
