@@ -45,7 +45,7 @@ export interface FerryOptions {
   fetch?: typeof fetch;
   /**
    * The WebSocket class for `subscribe` (default `globalThis.WebSocket`; Node 20 has one only
-   * with `--experimental-websocket`, or pass the `ws` package's).
+   * with `--experimental-websocket`).
    */
   WebSocket?: typeof WebSocket;
 }

@@ -76,7 +76,7 @@ export class Subscription {
     if (typeof ws !== "function") {
       throw new TypeError(
         "No WebSocket in this runtime: pass one as new Ferry({ WebSocket }) " +
-          "(Node 20: run with --experimental-websocket, or use the ws package)",
+          "(Node 20: run with --experimental-websocket)",
       );
     }
     this.#WebSocket = ws;

@@ -1,7 +1,8 @@
 /**
  * The built package under Node 20: `deno task build:client` writes it, a real `node` imports
- * `mod.js` and runs publish → consume → ack, a FerryError, a `messages()` loop and an event
- * stream (Node has no EventSource) against a real broker; and tsc type-checks a consumer of the
+ * `mod.js` and runs publish → consume → ack, a FerryError, a `messages()` loop, an event stream
+ * (Node has no EventSource) and, with `--experimental-websocket`, a WebSocket subscription,
+ * against a real broker; and tsc type-checks a consumer of the
  * package's `.d.ts` files as Node resolves them.
  */
 
@@ -57,6 +58,22 @@ const connected = 'ferry_stream_subscribers{topic="live"} 1';
 for (let i = 0; i < 500 && !(await ferry.metrics()).includes(connected); i++);
 await ferry.publish("live", "streamed to node");
 out.streamed = await streamed;
+const heard = [];
+let done;
+const all = new Promise((r) => done = r);
+const sub = ferry.subscribe("ws.*", (m) => {
+  heard.push(m.payload_text);
+  if (heard.length === 2) done();
+});
+sub.subscribe("ws.jobs", (m) => {
+  heard.push("job " + m.payload_text);
+  if (heard.length === 2) done();
+}, { group: "node" });
+await sub.ready;
+await ferry.publish("ws.jobs", "over a socket");
+await all;
+await sub.close();
+out.socket = heard.sort();
 console.log(JSON.stringify(out));
 `;
 
@@ -73,7 +90,7 @@ function builtPackage(): Promise<string> {
 
 Deno.test({
   name:
-    "the built package runs under Node 20: publish, consume, ack, errors, messages() and stream()",
+    "the built package under Node 20: publish, consume, ack, errors, messages, stream, subscribe",
   async fn() {
     const dir = await builtPackage();
     const broker = await startBroker();
@@ -87,7 +104,7 @@ Deno.test({
       ]);
       await Deno.writeTextFile(`${dir}/run.mjs`, SCRIPT);
       const run = await new Deno.Command(NODE, {
-        args: [`${dir}/run.mjs`, broker.url],
+        args: ["--experimental-websocket", `${dir}/run.mjs`, broker.url],
         cwd: dir,
         stdout: "piped",
         stderr: "piped",
@@ -105,6 +122,7 @@ Deno.test({
       assertEquals(out.error, { isFerryError: true, status: 400, code: "invalid_name" });
       assertEquals([out.looped, out.leftInFlight], [["a", "b", "c"], 0]);
       assertEquals(out.streamed, "streamed to node");
+      assertEquals(out.socket, ["job over a socket", "over a socket"]);
     } finally {
       await broker.close();
     }
