@@ -8,7 +8,8 @@
 import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
 import { settle } from "../_support/http.ts";
 import { startProxy } from "../_support/proxy.ts";
-import { startBroker, withBroker } from "../_support/server.ts";
+import { startRestartable } from "../_support/restartable.ts";
+import { withBroker } from "../_support/server.ts";
 import {
   Ferry,
   FerryConnectionError,
@@ -123,33 +124,24 @@ Deno.test("no broker: FerryConnectionError after an idempotent call's retries; a
 });
 
 Deno.test("a 503 from a drained broker is retried after Retry-After, and the broker restarted behind the same address answers", async () => {
-  const a = await startBroker();
-  const proxy = startProxy(a.url);
-  let b: Awaited<ReturnType<typeof startBroker>> | undefined;
+  const r = await startRestartable();
   try {
+    let restarted: Promise<void> | undefined;
     const ferry = new Ferry({
-      url: proxy.url,
-      onRetry: async (r) => {
-        assertEquals([r.error.status, r.error.code, r.delayMs], [503, "draining", 1_000]);
-        if (b) return;
-        // A rolling restart: the drained broker goes, a new one opens its data dir.
-        proxy.down = true;
-        proxy.cut();
-        await a.close({ keepData: true });
-        b = await startBroker({ dataDir: a.dataDir });
-        proxy.target = b.url;
-        proxy.down = false;
+      url: r.url,
+      onRetry: (info) => {
+        assertEquals([info.error.status, info.error.code, info.delayMs], [503, "draining", 1_000]);
+        restarted ??= r.restart(); // a rolling restart: the drained broker goes, a new one opens its data dir
       },
     });
     await ferry.publish("kept", "before the restart");
     await ferry.drain();
     const stats = await ferry.stats();
     assertEquals(stats.topics.kept?.depth, 1, "the new broker recovered the topic");
-    assert(b, "the retry waited for the restart");
+    assert(restarted, "the retry waited for the restart");
+    await restarted;
   } finally {
-    await proxy.close();
-    await b?.close();
-    await a.close().catch(() => {});
+    await r.close();
   }
 });
 

@@ -7,6 +7,7 @@
 import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
 import { settle } from "../_support/http.ts";
 import { startProxy } from "../_support/proxy.ts";
+import { startRestartable } from "../_support/restartable.ts";
 import { type InProcessBroker, startBroker } from "../_support/server.ts";
 import { Inbox, within } from "../_support/wait.ts";
 import { type EventStream, Ferry, type Message } from "../../client/mod.ts";
@@ -126,39 +127,33 @@ Deno.test("stream({ lastEventId }) resumes where an earlier stream stopped", asy
 });
 
 Deno.test("stream(): a resume the restarted broker cannot serve is surfaced through onReset, and the stream goes on", async () => {
-  const a = await startBroker();
-  const proxy = startProxy(a.url);
-  let b: InProcessBroker | undefined;
+  const r = await startRestartable();
   try {
-    const ferry = new Ferry({ url: proxy.url });
+    const ferry = new Ferry({ url: r.url });
     const ac = new AbortController();
     const resets = new Inbox<string>();
     const failures = new Inbox<unknown>();
-    const r = drain(
+    const events = drain(
       ferry.stream("news", { signal: ac.signal, onReset: resets.push, onError: failures.push }),
     );
-    await settle(a);
+    await settle(r.broker);
     await ferry.publish("news", "before");
-    await r.inbox.take(1);
-    proxy.down = true;
-    proxy.cut();
-    await failures.take(1);
-    await new Ferry({ url: a.url }).publish("news", "missed"); // while the reader is away
-    await a.close({ keepData: true });
-    b = await startBroker({ dataDir: a.dataDir });
-    proxy.target = b.url;
-    proxy.down = false;
+    await events.inbox.take(1);
+    await r.restart({
+      beforeClose: async (old) => {
+        await failures.take(1);
+        await new Ferry({ url: old.url }).publish("news", "missed"); // while the reader is away
+      },
+    });
     const [reason] = await resets.take(1, 10_000, "resets");
     assertMatch(reason!, /data was missed|no longer held|missed/);
-    await new Ferry({ url: b.url }).publish("news", "after");
-    await r.inbox.take(2);
-    assertEquals(r.texts(), ["before", "after"]);
+    await ferry.publish("news", "after");
+    await events.inbox.take(2);
+    assertEquals(events.texts(), ["before", "after"]);
     ac.abort();
-    await r.done;
+    await events.done;
   } finally {
-    await proxy.close();
-    await b?.close();
-    await a.close().catch(() => {});
+    await r.close();
   }
 });
 

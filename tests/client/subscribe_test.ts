@@ -6,6 +6,7 @@
 
 import { assert, assertEquals } from "../_support/assert.ts";
 import { startProxy } from "../_support/proxy.ts";
+import { startRestartable } from "../_support/restartable.ts";
 import { type InProcessBroker, startBroker } from "../_support/server.ts";
 import { eventually, Inbox, within } from "../_support/wait.ts";
 import { Ferry, FerryConnectionError, FerryError, type Message } from "../../client/mod.ts";
@@ -125,11 +126,9 @@ Deno.test("subscribe(): a delivery whose socket closed while its handler ran is 
 });
 
 Deno.test("subscribe(): after the broker restarts the socket reconnects and subscribes everything again", async () => {
-  const a = await startBroker();
-  const proxy = startProxy(a.url);
-  let b: InProcessBroker | undefined;
+  const r = await startRestartable();
   try {
-    const ferry = new Ferry({ url: proxy.url });
+    const ferry = new Ferry({ url: r.url });
     const news = new Inbox<string>();
     const jobs = new Inbox<string>();
     const closes = new Inbox<unknown>();
@@ -144,12 +143,11 @@ Deno.test("subscribe(): after the broker restarts the socket reconnects and subs
     await jobs.take(1);
     await eventually(() => settled(ferry, "jobs", "g"), 5_000, "the first delivery acked");
 
-    proxy.down = true; // refuse reconnects until the new broker is up
-    await a.close({ keepData: true }); // closes the socket with 1001
-    assert((await closes.take(1))[0] instanceof FerryConnectionError);
-    b = await startBroker({ dataDir: a.dataDir });
-    proxy.target = b.url;
-    proxy.down = false;
+    await r.restart({
+      beforeClose: async () => {
+        assert((await closes.take(1))[0] instanceof FerryConnectionError, "the socket closed");
+      },
+    });
     const t0 = performance.now();
     await within(sub.ready, 10_000, "subscribed again");
     assert(performance.now() - t0 < 8_000, "reconnected within the first backoff steps");
@@ -161,8 +159,6 @@ Deno.test("subscribe(): after the broker restarts the socket reconnects and subs
     await eventually(() => settled(ferry, "jobs", "g"), 5_000, "the new delivery acked");
     await sub.close();
   } finally {
-    await proxy.close();
-    await b?.close();
-    await a.close().catch(() => {});
+    await r.close();
   }
 });
