@@ -77,7 +77,8 @@ export class EventStream implements AsyncIterable<Message> {
         if (this.lastEventId !== undefined) headers["last-event-id"] = this.lastEventId;
         const res = await this.http.open(path, filterQuery(this.opts.filter), headers, ac.signal);
         if (res.status !== 200 || !res.body) {
-          const err = problemError(res.status, res.headers, await res.text(), `GET ${path}`, "");
+          const text = await res.text();
+          const err = problemError(res.status, res.headers, text, `GET ${path}`, undefined);
           if (!isBusy(err)) throw err;
           waitMs = err.retryAfter === undefined ? undefined : err.retryAfter * 1000;
           throw err;
