@@ -7,7 +7,7 @@
 import { assert, assertEquals } from "../_support/assert.ts";
 import { settle } from "../_support/http.ts";
 import { startProxy } from "../_support/proxy.ts";
-import { type InProcessBroker, startBroker } from "../_support/server.ts";
+import { withLiveBroker } from "../_support/server.ts";
 import { within } from "../_support/wait.ts";
 import {
   Ferry,
@@ -17,16 +17,6 @@ import {
   type Message,
   RELEASED_REASON,
 } from "../../client/mod.ts";
-
-/** Runs `fn` against a broker on the real clock (leases end by themselves), always closed. */
-async function withLiveBroker(fn: (b: InProcessBroker) => Promise<void>): Promise<void> {
-  const b = await startBroker();
-  try {
-    await fn(b);
-  } finally {
-    await b.close();
-  }
-}
 
 /** A client that records `METHOD path` of each request. */
 function recordingFerry(url: string) {

@@ -8,18 +8,9 @@ import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
 import { settle } from "../_support/http.ts";
 import { startProxy } from "../_support/proxy.ts";
 import { startRestartable } from "../_support/restartable.ts";
-import { type InProcessBroker, startBroker } from "../_support/server.ts";
+import { withLiveBroker } from "../_support/server.ts";
 import { Inbox, within } from "../_support/wait.ts";
 import { type EventStream, Ferry, type Message } from "../../client/mod.ts";
-
-async function withLiveBroker(fn: (b: InProcessBroker) => Promise<void>): Promise<void> {
-  const b = await startBroker();
-  try {
-    await fn(b);
-  } finally {
-    await b.close();
-  }
-}
 
 /** Reads `events` in the background into an inbox; `done` settles when the loop ends. */
 function drain(events: EventStream) {

@@ -7,19 +7,10 @@
 import { assert, assertEquals } from "../_support/assert.ts";
 import { startProxy } from "../_support/proxy.ts";
 import { startRestartable } from "../_support/restartable.ts";
-import { type InProcessBroker, startBroker } from "../_support/server.ts";
+import { withLiveBroker } from "../_support/server.ts";
 import { eventually, Inbox, within } from "../_support/wait.ts";
 import { Ferry, FerryConnectionError, FerryError, type Message } from "../../client/mod.ts";
 import { reconnectDelay } from "../../client/backoff.ts";
-
-async function withLiveBroker(fn: (b: InProcessBroker) => Promise<void>): Promise<void> {
-  const b = await startBroker();
-  try {
-    await fn(b);
-  } finally {
-    await b.close();
-  }
-}
 
 /** True once `topic` (and `group`) has nothing ready or in flight. */
 async function settled(ferry: Ferry, topic: string, group = ""): Promise<boolean> {
