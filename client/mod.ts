@@ -14,7 +14,7 @@
  * @module
  */
 
-export { Ferry } from "./ferry.ts";
+export { DEFAULT_TIMEOUT_MS, DEFAULT_URL, Ferry } from "./ferry.ts";
 export { FerryAdmin } from "./admin.ts";
 export {
   type ClientErrorCode,
