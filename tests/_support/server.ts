@@ -50,6 +50,19 @@ export async function startBroker(
   };
 }
 
+/**
+ * Runs `fn` against a broker on the real clock, which sweeps by itself (leases and long polls
+ * end in real time: for clients that keep their own timers), and always closes it.
+ */
+export async function withLiveBroker(fn: (b: InProcessBroker) => Promise<void>): Promise<void> {
+  const b = await startBroker();
+  try {
+    await fn(b);
+  } finally {
+    await b.close();
+  }
+}
+
 /** A clock the test moves by hand; the broker reads `fn`. */
 export class Clock {
   now = Date.now();

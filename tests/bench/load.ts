@@ -15,6 +15,8 @@
  *            share of the ceiling. Target: 64 conns ≥ 60 % of ceiling; 1 conn p99 ≤ 5 ms.
  *   consume  drain 100,000 pre-published 1 KiB messages with consume+ack, limit=1 (ack one by
  *            one) and limit=100 (batch ack). Target: limit=100 ≥ 3 × publish msg/s at 64 conns.
+ *            Then the same drain through the client library's `messages()` loop (8 loops of
+ *            batch 100 in one process, tests/bench/client_drain.ts), next to the limit=100 row.
  *   e2e      2,000 msg/s published by one process, long-polled (timeout=5s, limit=100,
  *            auto_ack) by another; send→receive latency p50/p99. Target: p99 ≤ 10 ms.
  *   fanout   2,000 msg/s of 128 B published by one process to 100 SSE streams (GET /stream),
@@ -701,9 +703,14 @@ interface Row {
 
 const rows: Row[] = [];
 /** Figures later sections compare against. */
-const figures: { ceiling: Map<number, number>; publish: Map<number, number> } = {
+const figures: {
+  ceiling: Map<number, number>;
+  publish: Map<number, number>;
+  consume: Map<number, number>;
+} = {
   ceiling: new Map(),
   publish: new Map(),
+  consume: new Map(),
 };
 
 function row(r: Partial<Row> & Pick<Row, "section" | "measure" | "result">): void {
@@ -827,6 +834,7 @@ async function consume(o: Options, p: Plan): Promise<void> {
       );
       const fs1 = await fsyncHistogram(b.url);
       const rate = p.drainCount / (elapsedMs / 1000);
+      figures.consume.set(limit, rate);
       log(`consume limit=${limit}: ${int(rate)} msg/s (acked ${w.acked})`);
       const notes = [
         `${int(p.drainCount)} in ${(elapsedMs / 1000).toFixed(2)} s`,
@@ -863,9 +871,44 @@ async function consume(o: Options, p: Plan): Promise<void> {
   }
 }
 
-/** Runs tests/bench/e2e_client.ts with `args` as its own process; resolves with its output. */
-function runClient(args: string[]): Promise<Deno.CommandOutput> {
-  const client = join(HERE, "e2e_client.ts");
+/** The client library's messages() loop draining what 3b drained with raw HTTP. */
+async function clientLoop(o: Options, p: Plan): Promise<void> {
+  const batch = 100;
+  await withBroker(o, Math.max(200_000, p.drainCount * 2), async (b) => {
+    const topic = "drain-client";
+    await fill(b.url, topic, p.drainCount, KIB);
+    await quiet();
+    const r = await clientResult(runClient([
+      b.url,
+      topic,
+      String(p.drainCount),
+      String(p.drainConns),
+      String(batch),
+    ], "client_drain.ts"));
+    const left = await topicStats(b.url, topic);
+    const raw = figures.consume.get(100);
+    log(`consume via messages(): ${int(r.rate)} msg/s`);
+    row({
+      section: "3c",
+      measure: `client messages() loop, batch ${batch} + batch ack, msg/s`,
+      conns: String(p.drainConns),
+      result: int(r.rate),
+      notes: [
+        `${int(r.taken)} in ${r.seconds.toFixed(2)} s; ${int(r.polls)} polls, ${int(r.acks)} acks`,
+        raw ? `${pct(r.rate / raw)} of 3b` : "",
+        left.depth || left.in_flight
+          ? `NOT drained: ${left.depth} ready, ${left.in_flight} leased`
+          : "",
+        await busyNote(),
+      ].filter(Boolean).join("; "),
+      status: left.depth || left.in_flight ? "FAIL" : "",
+    });
+  });
+}
+
+/** Runs a client script of tests/bench/ with `args` as its own process; resolves with its output. */
+function runClient(args: string[], script = "e2e_client.ts"): Promise<Deno.CommandOutput> {
+  const client = join(HERE, script);
   return track(
     new Deno.Command(Deno.execPath(), {
       args: ["run", "-A", client, ...args],
@@ -1302,7 +1345,10 @@ async function large(o: Options, p: Plan): Promise<void> {
 const RUN: Record<Section, (o: Options, p: Plan) => Promise<void>> = {
   ceiling,
   publish,
-  consume,
+  consume: async (o, p) => {
+    await consume(o, p);
+    await clientLoop(o, p);
+  },
   e2e,
   fanout,
   webhook,
