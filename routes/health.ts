@@ -1,24 +1,27 @@
 /** /healthz and POST /api/drain. */
 
+import type { DrainAnswer, HealthJson } from "../protocol/wire.ts";
 import { json } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
 
 function healthz(_req: Request, ctx: Ctx): Response {
   const { broker } = ctx;
-  if (broker.draining) return json({ status: "draining" }, 503);
-  if (!broker.healthy) return json({ status: "error" }, 503);
-  return json({
-    status: "ok",
-    version: broker.version,
-    uptime_seconds: Math.floor((broker.now() - broker.startedAt) / 1000),
-  });
+  if (broker.draining) return json({ status: "draining" } satisfies HealthJson, 503);
+  if (!broker.healthy) return json({ status: "error" } satisfies HealthJson, 503);
+  return json(
+    {
+      status: "ok",
+      version: broker.version,
+      uptime_seconds: Math.floor((broker.now() - broker.startedAt) / 1000),
+    } satisfies HealthJson,
+  );
 }
 
 async function drain(_req: Request, ctx: Ctx): Promise<Response> {
   const others = ctx.inFlight() - 1;
   await ctx.broker.drain();
   ctx.broker.log.info("draining", { request_id: ctx.requestId, in_flight_requests: others });
-  return json({ status: "draining", in_flight_requests: others });
+  return json({ status: "draining", in_flight_requests: others } satisfies DrainAnswer);
 }
 
 export const healthRoutes: Route[] = [

@@ -1,13 +1,14 @@
 /**
  * The import graph of every project module, as `deno info --json` resolves it: no cycles, lib/
- * depends on nothing outside itself, and nothing imports the entry point.
+ * depends on nothing outside itself, client/ on nothing but protocol/ and no platform API, and
+ * nothing imports the entry point.
  */
 
 import { assertEquals } from "./_support/assert.ts";
 
 const ROOT = new URL("../", import.meta.url);
 /** Directories that hold no project modules. */
-const SKIP = new Set(["node_modules", "data"]);
+const SKIP = new Set(["node_modules", "data", "dist"]);
 
 /** Every `.ts` file of the project, as a path from the root. */
 async function projectFiles(dir = "", out: string[] = []): Promise<string[]> {
@@ -118,6 +119,25 @@ Deno.test("protocol/ imports only protocol/, and no Deno or Node API", async () 
     if (/\bDeno\.|from\s+["'](node|npm|jsr):/.test(source)) platform.push(from);
   }
   assertEquals(platform, [], "protocol/ modules using Deno, Node or packages");
+});
+
+Deno.test("client/ imports only client/ and protocol/, and no Deno or Node API: it runs in browsers", async () => {
+  const outside = [...graph].flatMap(([from, tos]) =>
+    from.startsWith("client/")
+      ? [...tos].filter((to) => !to.startsWith("client/") && !to.startsWith("protocol/"))
+        .map((to) => `${from} → ${to}`)
+      : []
+  );
+  assertEquals(outside, [], "client/ imports from outside client/ and protocol/");
+  const platform: string[] = [];
+  for (const from of graph.keys()) {
+    if (!from.startsWith("client/")) continue;
+    const source = await Deno.readTextFile(new URL(from, ROOT));
+    if (/\bDeno\.|\bprocess\.|\bBuffer\b|from\s+["'](node|npm|jsr):/.test(source)) {
+      platform.push(from);
+    }
+  }
+  assertEquals(platform, [], "client/ modules using Deno, Node or packages");
 });
 
 Deno.test("nothing imports main.ts: it is the entry point, and runtime.ts is what others import", () => {

@@ -1,0 +1,254 @@
+/**
+ * `Ferry`, the client: publish, consume, ack, requeue and touch over HTTP, the `messages()`
+ * consumer loop, WebSocket `subscribe`, and the `stream` of server-sent events; the operator
+ * calls come from `FerryAdmin`.
+ */
+
+import type {
+  BatchAckAnswer,
+  BroadcastAnswer,
+  PublishAnswer,
+  RequeueAnswer,
+  TouchAnswer,
+} from "../protocol/wire.ts";
+import { FerryAdmin, seg } from "./admin.ts";
+import { Http } from "./http.ts";
+import { MessageLoop, type MessagesOptions, type SettleListener } from "./messages.ts";
+import {
+  type ConsumeOptions,
+  type Duration,
+  durationText,
+  type FerryOptions,
+  filterQuery,
+  type GroupOptions,
+  type Message,
+  type PublishOptions,
+  type RequeueOptions,
+} from "./options.ts";
+import { encodeBody, type PublishBody } from "./payload.ts";
+import { type EventStream, stream, type StreamOptions } from "./stream.ts";
+import { type Handler, type SubscribeOptions, Subscription } from "./subscribe.ts";
+
+/** The broker a client talks to when given no `url`. */
+export const DEFAULT_URL = "http://127.0.0.1:7800";
+/** Default deadline of one request attempt (spec §8: 60 s). */
+export const DEFAULT_TIMEOUT_MS = 60_000;
+/** Most ids one batch ack carries; `ackMany` splits longer lists. */
+const MAX_BATCH_ACK = 10_000;
+
+/** A Ferry client. Safe to share: it holds no connection of its own but the platform's pool. */
+export class Ferry extends FerryAdmin {
+  readonly #autoKey: boolean;
+  readonly #WebSocket: typeof WebSocket | undefined;
+  readonly #settled = new Set<SettleListener>();
+
+  /** A client of the broker at `opts.url` (default `http://127.0.0.1:7800`). */
+  constructor(opts: FerryOptions = {}) {
+    super(
+      new Http({
+        url: (opts.url ?? DEFAULT_URL).replace(/\/+$/, ""),
+        apiKey: opts.apiKey,
+        timeoutMs: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+        retries: opts.retries ?? 3,
+        retryDelayMs: opts.retryDelayMs ?? 200,
+        maxRetryDelayMs: opts.maxRetryDelayMs ?? 5_000,
+        fetch: opts.fetch ?? ((input, init) => globalThis.fetch(input, init)),
+        onRetry: opts.onRetry,
+      }),
+    );
+    this.#autoKey = opts.idempotencyKey === "auto";
+    this.#WebSocket = opts.WebSocket;
+  }
+
+  /** The broker's base URL. */
+  get url(): string {
+    return this.http.settings.url;
+  }
+
+  /**
+   * Publishes one message (POST /publish/{topic}): a string as text, bytes as they are, any other
+   * value as JSON. Retried after a lost connection only when it carries an idempotency key.
+   */
+  publish(
+    topic: string,
+    body: PublishBody,
+    opts: PublishOptions & { broadcast: true },
+  ): Promise<BroadcastAnswer>;
+  /** Publishes one message; the answer has its `id`, or `deduplicated: true` for a repeat key. */
+  publish(
+    topic: string,
+    body: PublishBody,
+    opts?: PublishOptions & { broadcast?: false },
+  ): Promise<PublishAnswer>;
+  /** Publishes one message, or broadcasts it when `opts.broadcast` is true. */
+  publish(
+    topic: string,
+    body: PublishBody,
+    opts?: PublishOptions,
+  ): Promise<PublishAnswer | BroadcastAnswer>;
+  publish(
+    topic: string,
+    body: PublishBody,
+    opts: PublishOptions = {},
+  ): Promise<PublishAnswer | BroadcastAnswer> {
+    const { data, type } = encodeBody(body);
+    const headers: Record<string, string> = { "content-type": opts.contentType ?? type };
+    for (const [name, value] of Object.entries(opts.headers ?? {})) {
+      headers[/^x-mq-/i.test(name) ? name : `X-MQ-${name}`] = value;
+    }
+    let key = opts.idempotencyKey ?? (this.#autoKey ? "auto" : undefined);
+    if (key === "auto") key = crypto.randomUUID();
+    if (key !== undefined) headers["idempotency-key"] = key;
+    return this.call({
+      method: "POST",
+      path: `/publish/${seg(topic)}`,
+      query: {
+        ttl: opts.ttl === undefined ? undefined : durationText(opts.ttl),
+        delay: opts.delay === undefined ? undefined : durationText(opts.delay),
+        priority: opts.priority,
+        broadcast: opts.broadcast || undefined,
+        idempotency: opts.payloadKey ? "auto" : undefined,
+      },
+      body: data,
+      headers,
+      idempotent: key !== undefined || opts.payloadKey === true,
+    }, opts);
+  }
+
+  /**
+   * Takes up to `limit` messages (GET /consume/{topic}); `[]` when there is none within
+   * `timeout`. Each stays leased until acked, requeued or its visibility ends. Retried after a
+   * lost connection: what the lost answer held comes back when its lease ends.
+   */
+  async consume(topic: string, opts: ConsumeOptions = {}): Promise<Message[]> {
+    const body = await this.call<Message | Message[] | undefined>({
+      method: "GET",
+      path: `/consume/${seg(topic)}`,
+      query: {
+        limit: opts.limit,
+        timeout: opts.timeout === undefined ? undefined : durationText(opts.timeout),
+        group: opts.group || undefined,
+        auto_ack: opts.autoAck || undefined,
+        peek: opts.peek || undefined,
+        visibility: opts.visibility === undefined ? undefined : durationText(opts.visibility),
+        ...filterQuery(opts.filter),
+      },
+      idempotent: true,
+      empty: "queue_empty",
+    }, opts);
+    return body === undefined ? [] : Array.isArray(body) ? body : [body];
+  }
+
+  /** Acks one delivered message (POST /ack/{topic}/{id}); 404 `message_not_found` if not held. */
+  async ack(topic: string, id: string, opts: GroupOptions = {}): Promise<void> {
+    await this.call({
+      method: "POST",
+      path: `/ack/${seg(topic)}/${seg(id)}`,
+      query: { group: opts.group || undefined },
+      idempotent: true,
+      doneOnRetry: "message_not_found",
+    }, opts);
+    this.#settle(topic, opts.group, [id]);
+  }
+
+  /** Acks many (POST /ack/{topic}, 10,000 ids per request); unknown ids come back in `not_found`. */
+  async ackMany(topic: string, ids: readonly string[], opts: GroupOptions = {}): Promise<
+    BatchAckAnswer
+  > {
+    const out: BatchAckAnswer = { acked: 0, not_found: [] };
+    for (let i = 0; i < ids.length; i += MAX_BATCH_ACK) {
+      const chunk = ids.slice(i, i + MAX_BATCH_ACK);
+      const r = await this.call<BatchAckAnswer>({
+        method: "POST",
+        path: `/ack/${seg(topic)}`,
+        query: { group: opts.group || undefined },
+        json: { ids: chunk },
+        idempotent: true,
+      }, opts);
+      out.acked += r.acked;
+      out.not_found.push(...r.not_found);
+      this.#settle(topic, opts.group, chunk);
+    }
+    return out;
+  }
+
+  /**
+   * Gives a delivered message back (POST /requeue): ready again after `delay`, with
+   * `retry_count` + 1, or moved to `{topic}.dlq` on the third attempt. Not retried after a lost
+   * connection, since it may have been done.
+   */
+  async requeue(
+    msg: Pick<Message, "id" | "topic" | "group">,
+    opts: RequeueOptions = {},
+  ): Promise<RequeueAnswer> {
+    const group = opts.group ?? msg.group;
+    const answer = await this.call<RequeueAnswer>({
+      method: "POST",
+      path: "/requeue",
+      json: {
+        id: msg.id,
+        topic: msg.topic,
+        group: group || undefined,
+        reason: opts.reason,
+        delay: opts.delay === undefined ? undefined : durationText(opts.delay),
+      },
+      idempotent: false,
+    }, opts);
+    this.#settle(msg.topic, group, [msg.id]);
+    return answer;
+  }
+
+  /** Extends a lease to `by` from now (POST /touch/{topic}/{id}; default: the topic's visibility). */
+  touch(topic: string, id: string, by?: Duration, opts: GroupOptions = {}): Promise<TouchAnswer> {
+    return this.call({
+      method: "POST",
+      path: `/touch/${seg(topic)}/${seg(id)}`,
+      query: {
+        by: by === undefined ? undefined : durationText(by),
+        group: opts.group || undefined,
+      },
+      idempotent: true,
+    }, opts);
+  }
+
+  /**
+   * A consumer loop over `topic`: `for await (const msg of ferry.messages("orders"))`. Each
+   * message is acked once the loop body finishes with it; see MessageLoop for the rules.
+   */
+  messages(topic: string, opts: MessagesOptions = {}): MessageLoop {
+    return new MessageLoop(this, topic, opts, {
+      timeoutMs: this.http.settings.timeoutMs,
+      listen: (fn) => {
+        this.#settled.add(fn);
+        return () => this.#settled.delete(fn);
+      },
+    });
+  }
+
+  /**
+   * Opens a WebSocket (GET /ws) subscribed to `pattern` (`orders`, `orders.*`, `*`); with a
+   * `group` or `prefetch` it consumes instead of spying. Reconnects by itself; see Subscription.
+   */
+  subscribe(pattern: string, handler: Handler, opts: SubscribeOptions = {}): Subscription {
+    const sub = new Subscription(this, {
+      url: this.url,
+      apiKey: this.http.settings.apiKey,
+      WebSocket: this.#WebSocket,
+    });
+    sub.subscribe(pattern, handler, opts);
+    return sub;
+  }
+
+  /**
+   * The live server-sent events of `topic` (GET /stream/{topic}) as messages; reconnects by
+   * itself and resumes after the last event seen. See EventStream.
+   */
+  stream(topic: string, opts: StreamOptions = {}): EventStream {
+    return stream(this.http, topic, opts);
+  }
+
+  /** Tells the consumer loops that these messages were acked or requeued by hand. */
+  #settle(topic: string, group: string | undefined, ids: readonly string[]): void {
+    for (const fn of this.#settled) fn(topic, group ?? "", ids);
+  }
+}
