@@ -244,3 +244,84 @@ Deno.test("the README's install command grants exactly the `ferry` task's permis
   const granted = install.split(" ").filter((w) => /^--(allow|deny)-/.test(w));
   assertEquals(granted, ferryPermissions());
 });
+
+Deno.test("the README's install command installs a `ferry` that runs", async () => {
+  const root = new URL("../../", import.meta.url).pathname;
+  const readme = await Deno.readTextFile(new URL("README.md", `file://${root}`));
+  const words = readme.split("\n").find((l) => l.includes("deno install -g"))!.split(" ");
+  const dir = await Deno.makeTempDir({ prefix: "ferry-install-" });
+  try {
+    // The documented line, with --root so it installs into the temp dir, not the user's home.
+    const args = [...words.slice(1, 3), "--root", dir, ...words.slice(3)];
+    const install = await new Deno.Command(Deno.execPath(), {
+      args,
+      cwd: root,
+      env: { NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assertEquals(install.code, 0, new TextDecoder().decode(install.stderr));
+    const path = `${dir}/bin:${Deno.execPath().replace(/\/[^/]+$/, "")}:${Deno.env.get("PATH")}`;
+    const b = await startBroker();
+    try {
+      const run = await new Deno.Command(`${dir}/bin/ferry`, {
+        args: ["--json", "publish", "orders", "installed"],
+        env: { PATH: path, FERRY_URL: b.url },
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const dec = new TextDecoder();
+      assertEquals(run.code, 0, dec.decode(run.stderr));
+      assertEquals(JSON.parse(dec.decode(run.stdout)).topic, "orders");
+    } finally {
+      await b.close();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("`deno task ferry` reads -f paths from the directory it was run in", async () => {
+  const config = new URL("../../deno.json", import.meta.url).pathname;
+  const dir = await Deno.makeTempDir({ prefix: "ferry-task-" });
+  const b = await startBroker();
+  try {
+    await Deno.writeTextFile(`${dir}/here.json`, '{"from":"cwd"}');
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "task",
+        "--quiet",
+        "--config",
+        config,
+        "ferry",
+        "--json",
+        "publish",
+        "t",
+        "-f",
+        "here.json",
+      ],
+      cwd: dir,
+      // Cleared: an INIT_CWD already set (npx and an outer `deno task` set one) would be kept.
+      clearEnv: true,
+      env: { ...denoEnv(), NO_COLOR: "1", FERRY_URL: b.url },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const dec = new TextDecoder();
+    assertEquals(out.code, 0, dec.decode(out.stderr));
+    assertEquals(JSON.parse(dec.decode(out.stdout))[0].file, "here.json");
+  } finally {
+    await b.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** What Deno needs to find its cache, and nothing else of this process's environment. */
+function denoEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of ["HOME", "DENO_DIR", "XDG_CACHE_HOME"]) {
+    const v = Deno.env.get(name);
+    if (v !== undefined) env[name] = v;
+  }
+  return env;
+}
