@@ -17,6 +17,12 @@ const ADVICE: Partial<Record<string, string>> = {
   queue_full: "consume some messages or retry later",
   memory_full: "consume some messages or retry later",
   internal: "the broker logged it with this request id",
+  not_found: "`ferry topics` lists what there is",
+  message_not_found: "it was acked already or its lease ran out; check the id and --group",
+  already_exists: "nothing was changed",
+  payload_too_large: "a message holds at most 2 MiB",
+  topic_limit_reached: "delete topics you no longer need, or raise BROKER_MAX_TOPICS",
+  bad_response: "is --url / FERRY_URL a Ferry broker?",
 };
 
 /** Maps anything a command threw to its exit code and one line for stderr. */
@@ -24,7 +30,7 @@ export function explain(e: unknown, url: string): CliFailure {
   if (e instanceof CliFailure) return e;
   if (e instanceof FerryError && e.status > 0) {
     const detail = oneLine(e.detail || e.message || `HTTP ${e.status}`);
-    const advice = ADVICE[e.code ?? ""];
+    const advice = ADVICE[e.code];
     const id = e.code === "internal" && e.requestId ? ` (request id ${e.requestId})` : "";
     return refused(advice ? `${detail}; ${advice}${id}` : detail);
   }

@@ -21,6 +21,8 @@ import { DEFAULT_URL, type Env, processEnv, resolveSettings } from "./settings.t
 
 /** Requests other than long-polls and streams give up after this long (the client's default). */
 const REQUEST_TIMEOUT_MS = 60_000;
+/** Commands that run until Ctrl-C, or wait: Ctrl-C ends them cleanly (exit 0). */
+const LONG_RUNNING = new Set(["tail", "consume"]);
 /** The longest consume --limit the broker takes. */
 const MAX_LIMIT = 1000;
 
@@ -41,16 +43,21 @@ Examples:
 export async function run(argv: string[], env: Env = processEnv): Promise<number> {
   const stop = new AbortController();
   let url = DEFAULT_URL;
+  /** A first Ctrl-C ends a long-running command cleanly; a second one, or any other, exits. */
   const onInterrupt = () => {
-    if (stop.signal.aborted) Deno.exit(130); // a second Ctrl-C: leave now
+    if (stop.signal.aborted) Deno.exit(130);
     stop.abort();
   };
-  Deno.addSignalListener("SIGINT", onInterrupt);
+  let listening = false;
   try {
     const program = buildProgram((cmd) => {
       const flags = cmd.optsWithGlobals<{ url?: string; apiKey?: string; json?: boolean }>();
       const settings = resolveSettings(flags, env);
       url = settings.url;
+      if (LONG_RUNNING.has(cmd.name())) {
+        Deno.addSignalListener("SIGINT", onInterrupt);
+        listening = true;
+      }
       return {
         ferry: new Ferry({ url, apiKey: settings.apiKey, timeoutMs: REQUEST_TIMEOUT_MS }),
         out: Output.forProcess(settings.json),
@@ -74,7 +81,7 @@ export async function run(argv: string[], env: Env = processEnv): Promise<number
     console.error(`ferry: ${failure.message}`);
     return failure.exitCode;
   } finally {
-    Deno.removeSignalListener("SIGINT", onInterrupt);
+    if (listening) Deno.removeSignalListener("SIGINT", onInterrupt);
   }
 }
 

@@ -79,7 +79,10 @@ Deno.test("ferry topic create / purge / delete, and a refusal exits 1 with the d
     });
     const gone = await ferry(["topic", "delete", "orders"], { url });
     assertEquals(gone.code, 1);
-    assertEquals(gone.stderr, 'ferry: Cannot delete "orders": no such queue\n');
+    assertEquals(
+      gone.stderr,
+      `ferry: Cannot delete "orders": no such queue; \`ferry topics\` lists what there is\n`,
+    );
   }));
 
 Deno.test("ferry groups and redrive, human and JSON", () =>
@@ -101,7 +104,7 @@ Deno.test("ferry groups and redrive, human and JSON", () =>
     const missing = await ferry(["groups", "nope"], { url });
     assertEquals([missing.code, missing.stderr], [
       1,
-      'ferry: Cannot list groups of "nope": no such topic\n',
+      `ferry: Cannot list groups of "nope": no such topic; \`ferry topics\` lists what there is\n`,
     ]);
   }));
 

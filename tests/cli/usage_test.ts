@@ -148,7 +148,7 @@ Deno.test("the broker's refusals exit 1 with its detail: a bad topic name, a mis
     assertFails(
       await ferry(["topic", "purge", "missing"], { url: b.url }),
       1,
-      'ferry: Cannot purge "missing": no such queue\n',
+      `ferry: Cannot purge "missing": no such queue; \`ferry topics\` lists what there is\n`,
     );
   } finally {
     await b.close();
