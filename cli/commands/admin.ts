@@ -5,6 +5,7 @@ import { refused } from "../failure.ts";
 import { age, count, relative, size, span } from "../format.ts";
 import { table } from "../table.ts";
 
+/** `ferry topics`: every topic with its depth, in-flight, delayed and DLQ counts. */
 export async function topics(ctx: Ctx): Promise<void> {
   const items = await ctx.ferry.queues();
   if (ctx.out.json) return await ctx.out.document(items);
@@ -37,6 +38,7 @@ export async function topics(ctx: Ctx): Promise<void> {
   ));
 }
 
+/** `ferry topic create <name> [--policy --retain]`. */
 export async function createTopic(
   ctx: Ctx,
   name: string,
@@ -51,18 +53,21 @@ export async function createTopic(
   await ctx.out.print(`Created topic "${topic.name}" (policy ${topic.policy}${retain})`);
 }
 
+/** `ferry topic purge <name>`: removes every message. */
 export async function purge(ctx: Ctx, name: string): Promise<void> {
   const answer = await ctx.ferry.purge(name);
   if (ctx.out.json) return await ctx.out.document(answer);
   await ctx.out.print(`Purged ${count(answer.purged, "message")} from "${answer.queue}"`);
 }
 
+/** `ferry topic delete <name>`: the topic and its WAL file. */
 export async function deleteTopic(ctx: Ctx, name: string): Promise<void> {
   const answer = await ctx.ferry.deleteTopic(name);
   if (ctx.out.json) return await ctx.out.document(answer);
   await ctx.out.print(`Deleted topic "${answer.queue}" and its WAL file`);
 }
 
+/** `ferry groups <topic>`: the named consumer groups. */
 export async function groups(ctx: Ctx, topic: string): Promise<void> {
   const items = await ctx.ferry.groups(topic);
   if (ctx.out.json) return await ctx.out.document(items);
@@ -74,6 +79,7 @@ export async function groups(ctx: Ctx, topic: string): Promise<void> {
   await ctx.out.print(table([{ head: "GROUP" }, { head: "CREATED" }], rows, ctx.out.paint));
 }
 
+/** `ferry redrive <topic>`: moves `<topic>.dlq` back. */
 export async function redrive(ctx: Ctx, topic: string): Promise<void> {
   const answer = await ctx.ferry.redrive(topic);
   if (ctx.out.json) return await ctx.out.document(answer);
@@ -82,6 +88,7 @@ export async function redrive(ctx: Ctx, topic: string): Promise<void> {
   );
 }
 
+/** `ferry stats`: uptime, totals, memory and per-topic figures. */
 export async function stats(ctx: Ctx): Promise<void> {
   const s = await ctx.ferry.stats();
   if (ctx.out.json) return await ctx.out.document(s);
@@ -143,6 +150,7 @@ export async function health(ctx: Ctx): Promise<void> {
   }
 }
 
+/** `ferry drain`: the broker takes no more requests until it restarts. */
 export async function drain(ctx: Ctx): Promise<void> {
   const answer = await ctx.ferry.drain();
   if (ctx.out.json) return await ctx.out.document(answer);

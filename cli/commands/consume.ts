@@ -14,6 +14,7 @@ import { count, messageBlock, span } from "../format.ts";
 /** The broker's longest long-poll; a longer --wait polls again until it has passed. */
 const MAX_POLL_MS = 30_000;
 
+/** The flags of `consume`, checked by the parser. */
 export interface ConsumeFlags {
   limit: number;
   group?: string;
@@ -23,6 +24,7 @@ export interface ConsumeFlags {
   follow?: boolean;
 }
 
+/** `ferry consume <topic>`: takes, prints, then acks; with nothing to take, exits 1. */
 export async function consume(ctx: Ctx, topic: string, flags: ConsumeFlags): Promise<void> {
   if (flags.follow) return await follow(ctx, topic, flags);
   const deadline = Date.now() + flags.wait;
@@ -127,6 +129,7 @@ async function ackAll(
   }
 }
 
+/** `ferry ack <topic> <id>…`: ids not in flight are reported and exit 1. */
 export async function ack(
   ctx: Ctx,
   topic: string,
@@ -145,6 +148,7 @@ export async function ack(
   }
 }
 
+/** `ferry requeue <topic> <id>`: one more attempt, or the DLQ after the third. */
 export async function requeue(
   ctx: Ctx,
   topic: string,
@@ -167,6 +171,7 @@ export async function requeue(
   );
 }
 
+/** `ferry peek <topic>`: up to 10 messages, nothing taken. */
 export async function peek(ctx: Ctx, topic: string): Promise<void> {
   const messages = await ctx.ferry.peek(topic);
   if (ctx.out.json) return await ctx.out.document(messages);

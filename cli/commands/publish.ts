@@ -29,6 +29,7 @@ type Answer = PublishAnswer | BroadcastAnswer;
 /** Files published at once before the progress bar is worth showing. */
 const BAR_FROM_FILES = 2;
 
+/** `ferry publish <topic> [data | -f FILE… | -]`. */
 export async function publish(
   ctx: Ctx,
   topic: string,

@@ -11,6 +11,7 @@ import { lostBecause } from "../explain.ts";
 import { usage } from "../failure.ts";
 import { messageBlock } from "../format.ts";
 
+/** `ferry tail <topic>`: prints messages as they are stored, until Ctrl-C. */
 export async function tail(ctx: Ctx, topic: string, flags: { filter?: string }): Promise<void> {
   const filter = flags.filter === undefined ? undefined : parseFilter(flags.filter);
   const stop = new AbortController();

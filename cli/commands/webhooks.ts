@@ -4,6 +4,7 @@ import type { Ctx } from "../context.ts";
 import { relative } from "../format.ts";
 import { table } from "../table.ts";
 
+/** `ferry webhook add <topic> <url> [--secret]`. */
 export async function addWebhook(
   ctx: Ctx,
   topic: string,
@@ -18,6 +19,7 @@ export async function addWebhook(
   );
 }
 
+/** `ferry webhook list <topic>`: state, backlog and last attempt of each. */
 export async function listWebhooks(ctx: Ctx, topic: string): Promise<void> {
   const items = await ctx.ferry.webhooks(topic);
   if (ctx.out.json) return await ctx.out.document(items);
@@ -50,6 +52,7 @@ export async function listWebhooks(ctx: Ctx, topic: string): Promise<void> {
   ));
 }
 
+/** `ferry webhook delete <id>`. */
 export async function deleteWebhook(ctx: Ctx, id: string): Promise<void> {
   const answer = await ctx.ferry.deleteWebhook(id);
   if (ctx.out.json) return await ctx.out.document(answer);
