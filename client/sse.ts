@@ -17,6 +17,7 @@ export interface SseEvent {
 /** Turns chunks of decoded text into events. */
 export class SseParser {
   #buffer = "";
+  #afterCr = false;
   #data: string[] = [];
   #type = "";
 
@@ -25,22 +26,22 @@ export class SseParser {
 
   /** Feeds a chunk of text; returns the events it completed. */
   feed(text: string): SseEvent[] {
+    // A CR that ended the last chunk ended its line; an LF starting this one is its other half.
+    if (this.#afterCr && text.startsWith("\n")) text = text.slice(1);
     this.#buffer += text;
     const out: SseEvent[] = [];
     let start = 0;
     while (start < this.#buffer.length) {
       const lf = this.#buffer.indexOf("\n", start);
       const cr = this.#buffer.indexOf("\r", start);
-      let end = lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr);
+      const end = lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr);
       if (end < 0) break;
-      // A CR last in the chunk may be the first half of a CRLF: wait for the next chunk.
-      if (end === cr && cr === this.#buffer.length - 1) break;
       const line = this.#buffer.slice(start, end);
-      if (end === cr && this.#buffer[cr + 1] === "\n") end++;
-      start = end + 1;
+      start = end + (end === cr && this.#buffer[cr + 1] === "\n" ? 2 : 1);
       const event = this.#line(line);
       if (event) out.push(event);
     }
+    this.#afterCr = this.#buffer.endsWith("\r") && start === this.#buffer.length;
     this.#buffer = this.#buffer.slice(start);
     return out;
   }

@@ -1,7 +1,7 @@
 /**
  * Test support: waiting for events instead of sleeping. `within` bounds a promise so a test
  * fails instead of hanging; an `Inbox` collects what callbacks hear and lets a test await the
- * n-th item.
+ * n-th item; `eventually` repeats a check against the broker until it holds.
  */
 
 /** Resolves as `p` does, or rejects after `ms` naming `what`. */
@@ -42,5 +42,20 @@ export class Inbox<T> {
       );
     }
     return this.items.slice(0, n);
+  }
+}
+
+/**
+ * Calls `check` back to back until it returns true (each call is a round trip to the broker, so
+ * this is not a busy spin); rejects after `ms` naming `what`.
+ */
+export async function eventually(
+  check: () => Promise<boolean>,
+  ms: number,
+  what: string,
+): Promise<void> {
+  const end = performance.now() + ms;
+  while (!(await check())) {
+    if (performance.now() > end) throw new Error(`${what}: not within ${ms} ms`);
   }
 }
