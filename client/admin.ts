@@ -9,9 +9,12 @@ import type {
   DrainAnswer,
   GroupJson,
   HealthJson,
+  InFlightItem,
   PurgeAnswer,
   QueueItem,
+  RatesJson,
   RedriveAnswer,
+  ReleaseAnswer,
   StatsJson,
   TopicJson,
   WebhookAttempt,
@@ -62,6 +65,54 @@ export class FerryAdmin {
     return this.call({ method: "GET", path: "/api/groups", query, idempotent: true }, opts);
   }
 
+  /** One topic's settings (GET /api/topics/{name}); 404 `not_found` for an unknown topic. */
+  topic(name: string, opts: CallOptions = {}): Promise<TopicJson> {
+    return this.call(
+      { method: "GET", path: `/api/topics/${seg(name)}`, idempotent: true },
+      opts,
+    );
+  }
+
+  /**
+   * Up to `limit` (default 100, at most 1000) messages in flight in a group, each with its
+   * `lease_ends_at`, the soonest first (GET /api/queues/inflight).
+   */
+  inFlight(
+    topic: string,
+    opts: CallOptions & { group?: string; limit?: number } = {},
+  ): Promise<InFlightItem[]> {
+    const query = { queue: topic, group: opts.group, limit: opts.limit };
+    return this.call(
+      { method: "GET", path: "/api/queues/inflight", query, idempotent: true },
+      opts,
+    );
+  }
+
+  /**
+   * Ends the lease of an in-flight message now (POST /api/queues/release): it is ready again at
+   * once and keeps its retry count. Unlike `requeue` this is not a failed attempt.
+   */
+  release(
+    topic: string,
+    id: string,
+    opts: CallOptions & { group?: string } = {},
+  ): Promise<ReleaseAnswer> {
+    const json = { queue: topic, id, group: opts.group };
+    return this.call(
+      { method: "POST", path: "/api/queues/release", json, idempotent: true },
+      opts,
+    );
+  }
+
+  /**
+   * Events per second over the last 5 minutes (GET /api/rates): the broker's `totals` and each
+   * topic's latest point, or with `topic` that topic's history in `points`.
+   */
+  rates(opts: CallOptions & { topic?: string } = {}): Promise<RatesJson> {
+    const query = { queue: opts.topic };
+    return this.call({ method: "GET", path: "/api/rates", query, idempotent: true }, opts);
+  }
+
   /** Every topic with its depth, in-flight, delayed and DLQ counts (GET /api/queues). */
   queues(opts: CallOptions = {}): Promise<QueueItem[]> {
     return this.call({ method: "GET", path: "/api/queues", idempotent: true }, opts);
@@ -74,15 +125,16 @@ export class FerryAdmin {
   }
 
   /**
-   * Moves every message of `{topic}.dlq` back to `topic` with `retry_count` 0
-   * (POST /api/queues/redrive). Not retried after a lost connection.
+   * Moves every message of `{topic}.dlq` back to `topic` with `retry_count` 0, or only those
+   * `ids` names (POST /api/queues/redrive). Not retried after a lost connection.
    */
-  redrive(topic: string, opts: CallOptions = {}): Promise<RedriveAnswer> {
+  redrive(topic: string, opts: CallOptions & { ids?: string[] } = {}): Promise<RedriveAnswer> {
     const query = { queue: topic };
     return this.call({
       method: "POST",
       path: "/api/queues/redrive",
       query,
+      json: opts.ids ? { ids: opts.ids } : undefined,
       idempotent: false,
     }, opts);
   }

@@ -14,8 +14,8 @@
  * - **Keeps leases**: every `visibility / 2` it touches each message it holds and has not
  *   finished (the one in hand and the prefetched ones), so a slow body never loses its lease.
  * - **Stops** when `signal` aborts: a long poll in flight is aborted, finished messages are
- *   acked, and prefetched messages not yet started are requeued at once (each such requeue
- *   counts as an attempt, as any requeue does: keep `batch` near what a lease can cover).
+ *   acked, and prefetched messages not yet started are released at once (POST
+ *   /api/queues/release: ready again for other consumers, with no attempt counted).
  * - Messages acked or requeued by hand through the same client are left alone by the loop.
  * - Transient failures (lost connection, timeout, 429, 503) are waited out, 1 s doubling to
  *   32 s; other refusals (a bad name, a missing key) end the loop with their FerryError.
@@ -23,7 +23,12 @@
 
 import { reconnectDelay, sleep } from "./backoff.ts";
 import { isTransient } from "./errors.ts";
-import type { BatchAckAnswer, RequeueAnswer, TouchAnswer } from "../protocol/wire.ts";
+import type {
+  BatchAckAnswer,
+  ReleaseAnswer,
+  RequeueAnswer,
+  TouchAnswer,
+} from "../protocol/wire.ts";
 import {
   type ConsumeOptions,
   type Duration,
@@ -57,9 +62,6 @@ export type MessageHandler = (msg: Message) => unknown;
 /** The reason a message in hand gets when a `for await` loop is left early. */
 export const LEFT_EARLY_REASON =
   "the consumer loop ended before finishing the message (break, return or an exception)";
-/** The reason a prefetched message gets when the loop stops before starting it. */
-export const RELEASED_REASON = "released unstarted: the consumer loop stopped";
-
 const DEFAULT_BATCH = 10;
 const DEFAULT_WAIT_MS = 20_000;
 const DEFAULT_VISIBILITY_MS = 30_000;
@@ -73,6 +75,7 @@ export interface LoopClient {
   consume(topic: string, opts: ConsumeOptions): Promise<Message[]>;
   ackMany(topic: string, ids: readonly string[], opts: GroupOptions): Promise<BatchAckAnswer>;
   requeue(msg: Message, opts: RequeueOptions): Promise<RequeueAnswer>;
+  release(topic: string, id: string, opts: GroupOptions): Promise<ReleaseAnswer>;
   touch(topic: string, id: string, by: Duration, opts: GroupOptions): Promise<TouchAnswer>;
 }
 
@@ -198,9 +201,18 @@ class Cursor {
     }
   }
 
+  /** Gives a message back unstarted: ready again at once, no attempt counted. */
+  async #release(msg: Message): Promise<void> {
+    try {
+      await this.ferry.release(this.topic, msg.id, { group: this.#group });
+    } catch (e) {
+      this.report(e, msg);
+    }
+  }
+
   /**
-   * Ends the pass: aborts a poll in flight, acks the finished, requeues the prefetched, and with
-   * `leftEarly` also the message in hand.
+   * Ends the pass: aborts a poll in flight, acks the finished, releases the prefetched, and with
+   * `leftEarly` requeues the message in hand.
    */
   async stop(leftEarly: boolean): Promise<void> {
     if (this.#stopped) return;
@@ -215,7 +227,7 @@ class Cursor {
     await Promise.all([
       this.#flush(),
       inHand && this.giveBack(inHand, LEFT_EARLY_REASON),
-      ...unstarted.map((m) => this.giveBack(m, RELEASED_REASON)),
+      ...unstarted.map((m) => this.#release(m)),
     ]);
     this.#unlisten();
   }

@@ -29,7 +29,6 @@ export {
   type MessageHandler,
   MessageLoop,
   type MessagesOptions,
-  RELEASED_REASON,
 } from "./messages.ts";
 export type {
   CallOptions,

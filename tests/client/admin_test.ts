@@ -154,6 +154,8 @@ const SERVED_ELSEWHERE: Record<string, string> = {
   "POST /api/queues/publish": "publish() uses POST /publish/{topic}",
   "POST /api/queues/consume": "consume() uses GET /consume/{topic}",
   "GET /api/queues/webhooks": "webhooks(topic) uses GET /api/webhooks?topic=",
+  "GET /cluster/replicate": "between the nodes of a cluster, not for clients",
+  "GET /dashboard/:file": "the dashboard's files, for browsers",
 };
 
 Deno.test("some Ferry method reaches every route of the broker's route table", async () => {
@@ -178,6 +180,14 @@ Deno.test("some Ferry method reaches every route of the broker's route table", a
     await ferry.queues();
     await ferry.redrive("cov");
     await ferry.purge("cov");
+    await ferry.redrive("cov", { ids: ["none"] });
+    assertEquals((await ferry.topic("cov2")).name, "cov2");
+    await ferry.publish("cov", "held");
+    const [held] = await ferry.consume("cov", { visibility: "1m" });
+    const leased = await ferry.inFlight("cov");
+    assertEquals(leased.map((m) => m.id), [held!.id]);
+    assertEquals((await ferry.release("cov", held!.id)).retry_count, 0);
+    assertEquals((await ferry.rates()).interval_seconds, 5);
     await ferry.deleteTopic("cov2");
     await ferry.stats();
     await ferry.health();
