@@ -265,6 +265,8 @@ export interface ClusterPeer {
   last_seen: string | null;
   /** Stream entries the peer has not confirmed yet (on the leader; null elsewhere). */
   lag_records: number | null;
+  /** How long the peer has had entries it has not confirmed (on the leader; null elsewhere). */
+  lag_seconds: number | null;
   /** On the leader: whether the peer is a synchronous follower (one that may lead next). */
   synchronous: boolean;
 }

@@ -243,6 +243,20 @@ export class Metrics {
         for (const [peer, n] of replicaLag() ?? []) this.set({ peer }, n);
       },
     });
+    const replicaLagSeconds = () => {
+      const b = this.#broker;
+      return b?.cluster?.role === "leader" ? b.replicator?.lagSeconds() : undefined;
+    };
+    new Gauge({
+      name: "ferry_replication_lag_seconds",
+      help: "How long a connected follower has had stream entries it has not confirmed (leader)",
+      labelNames: ["peer"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [peer, n] of replicaLagSeconds() ?? []) this.set({ peer }, n);
+      },
+    });
     new Counter({
       name: "ferry_elections_total",
       help: "Elections this node has won since start-up",

@@ -38,6 +38,7 @@ function clusterStatus(req: Request, { broker }: Ctx): Response {
   const c = broker.cluster;
   if (c) {
     const lag = c.role === "leader" ? broker.replicator?.lag() : undefined;
+    const lagSeconds = c.role === "leader" ? broker.replicator?.lagSeconds() : undefined;
     const sync = new Set(c.role === "leader" ? broker.replicator?.standbys : []);
     return json(
       ({
@@ -53,6 +54,7 @@ function clusterStatus(req: Request, { broker }: Ctx): Response {
           healthy: p.healthy,
           last_seen: isoTime(p.lastSeen),
           lag_records: lag?.get(p.id) ?? null,
+          lag_seconds: lagSeconds?.get(p.id) ?? null,
           synchronous: sync.has(p.id),
         })),
       }) satisfies ClusterStatus,

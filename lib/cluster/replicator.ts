@@ -63,6 +63,8 @@ export class Replicator {
   #standbys = new Set<Session>();
   /** True while new synchronous followers are being recorded: nothing is acknowledged then. */
   #switching = false;
+  /** When each batch was sent (its last index), until every follower has confirmed it. */
+  #shipped: { index: number; at: number }[] = [];
   /** The highest index a writer has been answered for. */
   #acknowledged = 0;
   /** Counts activations and deactivations, so a late answer of a past term is ignored. */
@@ -112,6 +114,7 @@ export class Replicator {
     const err = new BrokerError("unavailable", `Cannot confirm the write: ${reason}`);
     for (const w of waits) w.reject(err);
     this.#pending = [];
+    this.#shipped = [];
     this.#index = 0;
     this.#acknowledged = 0;
     this.#standbys.clear();
@@ -138,6 +141,7 @@ export class Replicator {
     if (!this.#pending.length) return;
     const msg = encodeMessage(this.#index, this.#pending);
     this.#pending = [];
+    if (this.sessions.size) this.#shipped.push({ index: this.#index, at: this.clock() });
     for (const s of this.sessions) this.#send(s, msg);
   }
 
@@ -177,6 +181,7 @@ export class Replicator {
     if (!this.sessions.delete(s)) return;
     s.link.close(reason);
     this.log.warn("cluster: follower detached", { peer: s.peer, reason });
+    this.#forgetConfirmed();
     if (this.#standbys.delete(s)) this.#choose();
   }
 
@@ -186,6 +191,16 @@ export class Replicator {
     s.acked = index;
     this.#settle();
     this.#choose();
+    this.#forgetConfirmed();
+  }
+
+  /** Drops the send times of batches every follower has confirmed. */
+  #forgetConfirmed(): void {
+    let all = Infinity;
+    for (const s of this.sessions) all = Math.min(all, s.acked);
+    let n = 0;
+    while (n < this.#shipped.length && this.#shipped[n]!.index <= all) n++;
+    if (n) this.#shipped.splice(0, n);
   }
 
   /** Answers the writes the synchronous followers all have. */
@@ -235,6 +250,17 @@ export class Replicator {
   lag(): Map<string, number> {
     const out = new Map<string, number>();
     for (const s of this.sessions) out.set(s.peer, this.#index - s.acked);
+    return out;
+  }
+
+  /** How long each follower has had entries it has not confirmed, in seconds (0: none). */
+  lagSeconds(): Map<string, number> {
+    const now = this.clock();
+    const out = new Map<string, number>();
+    for (const s of this.sessions) {
+      const first = this.#shipped.find((b) => b.index > s.acked);
+      out.set(s.peer, first ? (now - first.at) / 1000 : 0);
+    }
     return out;
   }
 

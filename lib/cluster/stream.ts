@@ -65,6 +65,7 @@ export function decodeMessage(msg: Uint8Array): { index: number; entries: Entry[
   let pos = 9;
   const name = () => {
     const n = view.getUint16(pos, true);
+    if (pos + 2 + n > msg.length) throw new Error("truncated replication message");
     const s = decoder.decode(msg.subarray(pos + 2, pos + 2 + n));
     pos += 2 + n;
     return s;
