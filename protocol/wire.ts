@@ -161,6 +161,59 @@ export interface DeleteAnswer {
   deleted: true;
 }
 
+/** What came of one webhook POST. */
+export type WebhookOutcome = "delivered" | "retried" | "dead_lettered" | "gone" | "broadcast";
+
+/** POST /webhook/{topic}: the registration; the secret is never echoed. */
+export interface WebhookJson {
+  id: string;
+  topic: string;
+  url: string;
+  /** True when it was registered with a secret. */
+  signed: boolean;
+  created_at: string;
+}
+
+/** One item of GET /api/webhooks (and GET /api/queues/webhooks). */
+export interface WebhookItem extends WebhookJson {
+  state: "active" | "paused";
+  /** Messages its group still holds. */
+  pending: number;
+  last_attempt: {
+    at: string;
+    status: number | null;
+    latency_ms: number;
+    outcome: WebhookOutcome;
+    error: string | null;
+  } | null;
+}
+
+/** One item of GET /api/webhooks/{id}/attempts, newest first. */
+export interface WebhookAttempt {
+  at: string;
+  message_id: string;
+  retry_count: number;
+  status: number | null;
+  latency_ms: number;
+  /** The first 1 KiB of the receiver's answer. */
+  answer: string;
+  error: string | null;
+  outcome: WebhookOutcome;
+}
+
+/** DELETE /api/webhooks/{id}. */
+export interface WebhookDeleted {
+  id: string;
+  deleted: true;
+}
+
+/** POST /api/drain. */
+export interface DrainAnswer {
+  status: "draining";
+  /** Requests being served when the drain began, the drain itself not counted. */
+  in_flight_requests: number;
+}
+
 /** One group's figures in GET /api/stats. */
 export interface GroupStats {
   depth: number;

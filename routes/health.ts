@@ -1,5 +1,6 @@
 /** /healthz and POST /api/drain. */
 
+import type { DrainAnswer, HealthJson } from "../protocol/wire.ts";
 import { json } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
 
@@ -7,22 +8,26 @@ function healthz(_req: Request, ctx: Ctx): Response {
   const { broker } = ctx;
   const c = broker.cluster;
   const cluster = c ? { cluster_role: c.role, cluster_term: c.term } : {};
-  if (broker.draining) return json({ status: "draining", ...cluster }, 503);
-  if (!broker.healthy) return json({ status: "error", ...cluster }, 503);
-  if (c?.route().kind === "electing") return json({ status: "electing", ...cluster }, 503);
-  return json({
-    status: "ok",
-    version: broker.version,
-    uptime_seconds: Math.floor((broker.now() - broker.startedAt) / 1000),
-    ...cluster,
-  });
+  if (broker.draining) return json({ status: "draining", ...cluster } satisfies HealthJson, 503);
+  if (!broker.healthy) return json({ status: "error", ...cluster } satisfies HealthJson, 503);
+  if (c?.route().kind === "electing") {
+    return json({ status: "electing", ...cluster } satisfies HealthJson, 503);
+  }
+  return json(
+    {
+      status: "ok",
+      version: broker.version,
+      uptime_seconds: Math.floor((broker.now() - broker.startedAt) / 1000),
+      ...cluster,
+    } satisfies HealthJson,
+  );
 }
 
 async function drain(_req: Request, ctx: Ctx): Promise<Response> {
   const others = ctx.inFlight() - 1;
   await ctx.broker.drain();
   ctx.broker.log.info("draining", { request_id: ctx.requestId, in_flight_requests: others });
-  return json({ status: "draining", in_flight_requests: others });
+  return json({ status: "draining", in_flight_requests: others } satisfies DrainAnswer);
 }
 
 export const healthRoutes: Route[] = [

@@ -13,9 +13,10 @@ import { readJson } from "./body.ts";
 import { json, needString, optString } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
 import { isoTime } from "./wire.ts";
+import type { WebhookAttempt, WebhookDeleted, WebhookItem, WebhookJson } from "../protocol/wire.ts";
 
 /** The registration answer: no secret, only whether there is one. */
-export function webhookJson(w: Webhook) {
+export function webhookJson(w: Webhook): WebhookJson {
   return {
     id: w.id,
     topic: w.topic.name,
@@ -26,7 +27,7 @@ export function webhookJson(w: Webhook) {
 }
 
 /** A listed webhook: its state, what its group still owes, and its last attempt. */
-export function webhookItem(broker: Broker, w: Webhook) {
+export function webhookItem(broker: Broker, w: Webhook): WebhookItem {
   const g = w.topic.groups.get(webhookGroup(w.id));
   const last = broker.pushers?.attempts(w.id)[0];
   return {
@@ -61,7 +62,7 @@ function list(_req: Request, ctx: Ctx): Response {
 
 async function remove(_req: Request, ctx: Ctx): Promise<Response> {
   const w = await ctx.broker.removeWebhook(ctx.params.id ?? "");
-  return json({ id: w.id, deleted: true });
+  return json({ id: w.id, deleted: true } satisfies WebhookDeleted);
 }
 
 function attempts(_req: Request, ctx: Ctx): Response {
@@ -78,7 +79,7 @@ function attempts(_req: Request, ctx: Ctx): Response {
     answer: a.answer,
     error: a.error ?? null,
     outcome: a.outcome,
-  })));
+  } satisfies WebhookAttempt)));
 }
 
 export const webhookRoutes: Route[] = [
