@@ -9,7 +9,14 @@ import type { Logger } from "../lib/log.ts";
 import { cancelStalledReads } from "./body.ts";
 import { problem, Query } from "./http.ts";
 import { Metrics } from "./metrics.ts";
-import { type AfterHook, type BeforeHook, type Ctx, type Route, Router } from "./router.ts";
+import {
+  type AfterHook,
+  type BeforeHook,
+  type Ctx,
+  DRAIN_EXEMPT,
+  type Route,
+  Router,
+} from "./router.ts";
 import { publishRoutes } from "./publish.ts";
 import { consumeRoutes } from "./consume.ts";
 import { adminRoutes } from "./admin.ts";
@@ -20,6 +27,7 @@ import { streamRoutes } from "./stream.ts";
 import { webhookRoutes } from "./webhooks.ts";
 import { wsRoutes } from "./ws.ts";
 import { replicateRoutes } from "./replicate.ts";
+import { referenceRoutes } from "./reference.ts";
 
 /** Every route of the broker, in match order. */
 export const ROUTES: Route[] = [
@@ -33,6 +41,7 @@ export const ROUTES: Route[] = [
   ...wsRoutes(),
   ...webhookRoutes,
   ...replicateRoutes,
+  ...referenceRoutes,
 ];
 
 export interface AppOptions {
@@ -75,7 +84,7 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
     try {
       const target = requestTarget(req);
       path = target.path;
-      if (broker.draining && path !== "/healthz") {
+      if (broker.draining && path !== DRAIN_EXEMPT) {
         throw new BrokerError("draining", "The broker is draining; retry on another node");
       }
       const m = router.match(req.method, path);
@@ -100,6 +109,7 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
           query: new Query(target.search),
           requestId,
           inFlight: () => inFlight,
+          routes: router.routes,
         };
         let early: Response | undefined;
         for (const hook of before) {

@@ -9,16 +9,26 @@ import { BrokerError } from "../lib/errors.ts";
 import { problem } from "./http.ts";
 import type { BeforeHook } from "./router.ts";
 
-/** Routes every node answers itself, leader or not. */
-const LOCAL = new Set([
+/** Routes every node answers itself, leader or not (the API reference is the same everywhere). */
+export const LOCAL: ReadonlySet<string> = new Set([
   "/healthz",
   "/metrics",
   "/api/cluster/status",
   "/api/stats",
   "/stream/:topic",
+  "/openapi.json",
+  "/docs",
+  "/docs/:file",
 ]);
 /** Routes a node answers even while no leader is known. */
-const WHILE_ELECTING = new Set(["/healthz", "/metrics", "/api/cluster/status"]);
+export const WHILE_ELECTING: ReadonlySet<string> = new Set([
+  "/healthz",
+  "/metrics",
+  "/api/cluster/status",
+  "/openapi.json",
+  "/docs",
+  "/docs/:file",
+]);
 
 /** The BeforeHook that redirects to the leader or answers 503 while electing. */
 export function clusterHook(state: ClusterState): BeforeHook {
