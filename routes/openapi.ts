@@ -126,6 +126,7 @@ function problemAnswer(status: number, codes: ErrorCode[]): Json {
     }.`,
     headers,
     content: jsonContent({
+      type: "object",
       allOf: [schemaRef("Problem")],
       properties: { status: { const: status }, code: { enum: codes } },
     }, "application/problem+json"),
