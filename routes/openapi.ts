@@ -6,7 +6,13 @@
  */
 
 import { ERROR_CODES, type ErrorCode } from "../protocol/error_codes.ts";
-import { SCHEMA_BASE, type SchemaName, schemaRef, SCHEMAS } from "../protocol/schemas.ts";
+import {
+  NAME_PATTERN,
+  SCHEMA_BASE,
+  type SchemaName,
+  schemaRef,
+  SCHEMAS,
+} from "../protocol/schemas.ts";
 import { takesQueryKey } from "./auth.ts";
 import { LOCAL, WHILE_ELECTING } from "./cluster.ts";
 import { statusOf, titleOf } from "./http.ts";
@@ -74,13 +80,26 @@ export function pathParams(pattern: string): string[] {
   return [...pattern.matchAll(/:(\w+)/g)].map((m) => m[1]!);
 }
 
+/** Whether a schema (or one inside it) is a topic or group name, which the broker checks. */
+function hasName(v: unknown): boolean {
+  if (Array.isArray(v)) return v.some(hasName);
+  if (!v || typeof v !== "object") return false;
+  return Object.entries(v).some(([k, x]) =>
+    k === "pattern" && typeof x === "string" ? x.includes(NAME_PATTERN.slice(1, -1)) : hasName(x)
+  );
+}
+
 /** Every problem code a route can answer: its own, and those its kind of route adds. */
 export function problemCodes(route: Route): ErrorCode[] {
   const doc = route.doc;
   const codes = new Set<ErrorCode>(doc?.errors ?? []);
   codes.add("bad_request"); // an unreadable URL (a bad Host header)
   codes.add("internal");
-  if (pathParams(route.pattern).length) codes.add("invalid_name"); // bad percent-encoding
+  // A path parameter may be badly percent-encoded; a name anywhere may be missing or invalid.
+  if (pathParams(route.pattern).length) codes.add("invalid_name");
+  if (hasName(doc?.params) || (doc?.body?.kind === "json" && hasName(doc.body.schema))) {
+    codes.add("invalid_name");
+  }
   if (route.pattern !== DRAIN_EXEMPT) codes.add("draining");
   if (!WHILE_ELECTING.has(route.pattern)) codes.add("electing");
   if (route.scope !== "public") {
@@ -284,6 +303,7 @@ export function openApiDocument(routes: readonly Route[], version: string): Json
       },
       responses: {
         NoRoute: problemAnswer(404, ["not_found"]),
+        Unavailable: problemAnswer(503, ["draining", "electing"]),
         MethodNotAllowed: {
           ...problemAnswer(405, ["method_not_allowed"]),
           headers: {

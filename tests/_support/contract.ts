@@ -70,6 +70,8 @@ export function strictAjv(doc: Json, opts: { strictSchemas: boolean }) {
 /** A request as the check needs it: its JSON body, if any. */
 export interface Sent {
   json?: unknown;
+  /** A body of raw bytes was sent. */
+  raw?: boolean;
 }
 
 /** The broker's document and the checks against it. */
@@ -113,11 +115,12 @@ export class Contract {
     }
   }
 
-  #checkAnswer(response: Json, res: Res, what: string): void {
+  #checkAnswer(response: Json, res: Res, what: string, head = false): void {
     for (const name of Object.keys(response.headers ?? {})) {
       assert(res.headers.has(name), `${what}: header ${name} is documented but missing`);
     }
     const content = response.content as Record<string, Json> | undefined;
+    if (head) return; // a HEAD answer has the headers of a body it does not send
     if (!content) {
       assert(res.text === "", `${what}: no body is documented, got ${res.text.slice(0, 200)}`);
       return;
@@ -154,7 +157,9 @@ export class Contract {
     if (sent.json !== undefined) {
       assert(body, `${what}: a JSON body was sent but none is documented`);
       this.#validate(body.schema, sent.json, `${what}: the request body`);
-    } else if (body) {
+    } else if (sent.raw) {
+      assert(op.requestBody, `${what}: a body was sent but none is documented`);
+    } else if (op.requestBody) {
       assert(!op.requestBody.required, `${what}: the documented body is required`);
     }
   }
@@ -171,18 +176,18 @@ export class Contract {
     const op = item?.[method.toLowerCase()];
     if (!op) {
       const shared = res.status === 503
-        ? undefined
+        ? this.doc.components.responses.Unavailable
         : item
         ? this.doc.components.responses.MethodNotAllowed
         : this.doc.components.responses.NoRoute;
       assert(shared, `${what}: no operation ${method} ${template ?? url.pathname}`);
-      this.#checkAnswer(shared, res, what);
+      this.#checkAnswer(shared, res, what, method === "HEAD");
       return;
     }
     const s = String(res.status);
     const response = op.responses[s] ?? op.responses[`${s[0]}XX`] ?? op.responses.default;
     assert(response, `${what}: status ${s} is not documented for ${method} ${template}`);
-    this.#checkAnswer(response, res, what);
+    this.#checkAnswer(response, res, what, method === "HEAD");
     if (res.status < 300) this.#checkRequest(op, url, sent, what);
     this.record(method, template!, res.status);
   }
@@ -203,7 +208,7 @@ export class Contract {
     init: { json?: unknown; body?: BodyInit; headers?: Record<string, string> } = {},
   ): Promise<Res> {
     const res = await call(target, method, path, init);
-    this.check(method, path, res, { json: init.json });
+    this.check(method, path, res, { json: init.json, raw: init.body !== undefined });
     return res;
   }
 
