@@ -2,11 +2,12 @@
 # Installs the real components the tests (and the benchmark) drive, from Debian's packages, when
 # missing. No arguments: what the test suite needs (prometheus, for promtool and a real scraper).
 # With arguments: those commands, e.g. `tools/setup_test_deps.sh wrk` for `deno task bench`.
-# Default: promtool (prometheus) and etcd (etcd-server, for the cluster tests).
+# Default: promtool (prometheus), etcd (etcd-server, for the cluster tests) and chromium (the
+# browser the API reference page's test drives through playwright-core).
 set -euo pipefail
-declare -A package_of=([promtool]=prometheus [wrk]=wrk [etcd]=etcd-server)
+declare -A package_of=([promtool]=prometheus [wrk]=wrk [etcd]=etcd-server [chromium]=chromium)
 commands=("$@")
-[ ${#commands[@]} -eq 0 ] && commands=(promtool etcd)
+[ ${#commands[@]} -eq 0 ] && commands=(promtool etcd chromium)
 need=()
 for c in "${commands[@]}"; do
   command -v "$c" >/dev/null 2>&1 || need+=("${package_of[$c]:-$c}")
