@@ -11,6 +11,9 @@ import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js";
 import formats from "ajv-formats";
 import { assert } from "./assert.ts";
 import { call, type Res, type Target } from "./http.ts";
+import { Query } from "../../routes/http.ts";
+import { openApiPath } from "../../routes/openapi.ts";
+import type { BeforeHook } from "../../routes/router.ts";
 
 // deno-lint-ignore no-explicit-any
 type Json = any;
@@ -64,6 +67,38 @@ export function strictAjv(doc: Json, opts: { strictSchemas: boolean }) {
       if (!v) cache.set(key, v = ajv.compile(shape(schema) as object));
       return v;
     },
+  };
+}
+
+/**
+ * A BeforeHook (it runs after auth's) that records which query parameters each route's handler
+ * reads, by `METHOD /template`: `Contract.undocumentedReads` then finds those the document lacks.
+ */
+export function queryReads(reads: Map<string, Set<string>>): BeforeHook {
+  return (_req, route, ctx) => {
+    const key = `${route.method} ${openApiPath(route.pattern)}`;
+    let names = reads.get(key);
+    if (!names) reads.set(key, names = new Set());
+    const read = names;
+    ctx.query = new class extends Query {
+      override str(name: string) {
+        read.add(name);
+        return super.str(name);
+      }
+      override bool(name: string, def?: boolean) {
+        read.add(name);
+        return super.bool(name, def);
+      }
+      override int(name: string, def: number, min: number, max: number) {
+        read.add(name);
+        return super.int(name, def, min, max);
+      }
+      override duration(name: string, max: number, min?: number) {
+        read.add(name);
+        return super.duration(name, max, min);
+      }
+    }(ctx.query.search);
+    return undefined;
   };
 }
 
@@ -248,6 +283,20 @@ export class Contract {
       }
       this.#validate(p.schema, value, `webhook POST: header ${p.name}`);
     }
+  }
+
+  /** `METHOD /template: name` for each query parameter a handler read that its operation lacks. */
+  undocumentedReads(reads: Map<string, Set<string>>): string[] {
+    const out: string[] = [];
+    for (const [key, names] of reads) {
+      const [method, template] = key.split(" ") as [string, string];
+      const op = this.doc.paths[template]?.[method.toLowerCase()];
+      const documented = new Set(
+        ((op?.parameters ?? []) as Json[]).filter((p) => p.in === "query").map((p) => p.name),
+      );
+      for (const name of names) if (!documented.has(name)) out.push(`${key}: ${name}`);
+    }
+    return out.sort();
   }
 
   /** Operations of the document no check has reached. */

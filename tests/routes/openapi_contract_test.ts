@@ -7,9 +7,9 @@
  */
 
 import { assert, assertEquals, assertMatch, assertThrows } from "../_support/assert.ts";
-import { Contract } from "../_support/contract.ts";
+import { Contract, queryReads } from "../_support/contract.ts";
 import type { Res } from "../_support/http.ts";
-import { type TestBroker, withBroker } from "../_support/server.ts";
+import { type InProcessBroker, startBroker } from "../_support/server.ts";
 import { type Config, VERSION } from "../../lib/config.ts";
 import { ROUTES } from "../../routes/app.ts";
 import { openApiDocument } from "../../routes/openapi.ts";
@@ -18,6 +18,8 @@ import { openApiDocument } from "../../routes/openapi.ts";
 type Json = any;
 
 let shared: Contract | undefined;
+/** The query parameters each route's handler read, over every case. */
+const reads = new Map<string, Set<string>>();
 /** The contract cases, and those that ran to the end (a `--filter` run skips the coverage check). */
 const cases = new Set<string>();
 const passed = new Set<string>();
@@ -34,12 +36,17 @@ function contractTest(name: string, fn: () => Promise<void>): void {
 /** A broker in memory and the contract, loaded from the first broker's GET /openapi.json. */
 async function withContract(
   overrides: Partial<Config>,
-  fn: (c: Contract, b: TestBroker) => Promise<void>,
+  fn: (c: Contract, b: InProcessBroker) => Promise<void>,
 ): Promise<void> {
-  await withBroker({ dataDir: ":memory:", ...overrides }, async (b) => {
+  const b = await startBroker({ dataDir: ":memory:", ...overrides }, {
+    before: [queryReads(reads)],
+  });
+  try {
     shared ??= await Contract.load(b);
     await fn(shared, b);
-  });
+  } finally {
+    await b.close();
+  }
 }
 
 /** Asserts the status (the contract check has passed already); returns the body. */
@@ -296,7 +303,7 @@ async function readEvents(body: ReadableStream<Uint8Array>, events: number): Pro
 }
 
 /** Opens a stream; the Res for the contract check, and its body. */
-async function openStream(b: TestBroker, path: string, headers: Record<string, string> = {}) {
+async function openStream(b: InProcessBroker, path: string, headers: Record<string, string> = {}) {
   const res = await fetch(b.url + path, { headers });
   const checked: Res = { status: res.status, headers: res.headers, text: "", body: undefined };
   return { res, checked };
@@ -413,4 +420,10 @@ contractTest("drain answers 200, then 503 draining; /healthz 503", async () => {
 Deno.test("contract: every operation of the document was checked above", () => {
   if (passed.size < cases.size) return; // some cases were filtered out, or failed already
   assertEquals(shared!.unexercised(), [], "add a case for each of these operations");
+});
+
+Deno.test("contract: every query parameter a handler read is documented for its operation", () => {
+  if (passed.size < cases.size) return;
+  assert(reads.size > 20, `reads were recorded for ${reads.size} routes`);
+  assertEquals(shared!.undocumentedReads(reads), [], "document these query parameters");
 });
