@@ -146,6 +146,7 @@ export const PATH_PARAMS: Record<string, Param> = {
     description: "The topic.",
     schema: TOPIC_NAME,
   },
+  name: { name: "name", in: "path", required: true, description: "The topic.", schema: TOPIC_NAME },
   id: {
     name: "id",
     in: "path",

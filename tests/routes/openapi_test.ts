@@ -12,7 +12,13 @@ import { strictAjv } from "../_support/contract.ts";
 import { startBroker, withBroker } from "../_support/server.ts";
 import { ROUTES } from "../../routes/app.ts";
 import { takesQueryKey } from "../../routes/auth.ts";
-import { openApiDocument, openApiPath, pathParams, undocumented } from "../../routes/openapi.ts";
+import {
+  openApiDocument,
+  openApiPath,
+  pathParamDoc,
+  pathParams,
+  undocumented,
+} from "../../routes/openapi.ts";
 import type { Route } from "../../routes/router.ts";
 import { VERSION } from "../../lib/config.ts";
 
@@ -49,8 +55,11 @@ Deno.test("undocumented() names a route added without documentation", () => {
   assertEquals(undocumented([...ROUTES, added]).map(key), ["GET /api/new"]);
 });
 
-Deno.test("route docs name only the path parameters their patterns have", () => {
+Deno.test("route docs name only the path parameters their patterns have, and each of them", () => {
   for (const r of ROUTES) {
+    for (const name of pathParams(r.pattern)) {
+      assert(pathParamDoc(r, name), `${key(r)}: document path parameter "${name}" (doc.path)`);
+    }
     for (const name of Object.keys(r.doc?.path ?? {})) {
       assert(
         pathParams(r.pattern).includes(name),
