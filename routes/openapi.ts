@@ -152,8 +152,8 @@ function problemAnswer(status: number, codes: ErrorCode[]): Json {
     headers["WWW-Authenticate"] = { $ref: "#/components/headers/WWW-Authenticate" };
   }
   return {
-    description: `${titleOf(status)}: ${
-      codes.map((c) => `\`${c}\` (${CODE_MEANING[c]})`).join("; ")
+    description: `${titleOf(status)}. ${
+      codes.map((c) => `\`${c}\`: ${CODE_MEANING[c]}`).join("; ")
     }.`,
     headers,
     content: jsonContent({
@@ -227,17 +227,18 @@ function operation(route: Route, doc: RouteDoc, schemas: Json): Json {
       content: jsonContent(schema),
     };
   } else if (body?.kind === "raw") {
-    const bytes = { type: "string", maxLength: body.maxBytes };
+    // JSON Schema counts characters, not bytes: the byte limit is an extension.
     op.requestBody = {
       required: true,
       description: body.description,
       content: {
-        "text/plain": { schema: bytes },
+        "text/plain": { schema: { type: "string", minLength: 1 } },
         "application/json": { schema: {} },
         "application/octet-stream": {
-          schema: { ...bytes, contentMediaType: "application/octet-stream" },
+          schema: { type: "string", contentMediaType: "application/octet-stream" },
         },
       },
+      "x-ferry-max-bytes": body.maxBytes,
     };
   }
   return op;
