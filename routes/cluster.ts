@@ -17,6 +17,7 @@ export const LOCAL: ReadonlySet<string> = new Set([
   "/api/stats",
   "/stream/:topic",
   "/openapi.json",
+  "/asyncapi.json",
   "/docs",
   "/docs/:file",
 ]);
@@ -26,6 +27,7 @@ export const WHILE_ELECTING: ReadonlySet<string> = new Set([
   "/metrics",
   "/api/cluster/status",
   "/openapi.json",
+  "/asyncapi.json",
   "/docs",
   "/docs/:file",
 ]);

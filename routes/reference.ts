@@ -10,6 +10,7 @@
 import swaggerUiPackage from "swagger-ui-dist/package.json" with { type: "json" };
 import { BrokerError } from "../lib/errors.ts";
 import { openApiDocument } from "./openapi.ts";
+import { asyncApiDocument } from "./asyncapi.ts";
 import type { Route } from "./router.ts";
 import type { RouteDoc } from "./route_doc.ts";
 
@@ -113,6 +114,8 @@ function send(req: Request, a: Asset, extra: Record<string, string> = {}): Respo
 
 /** The document of each route table, built once. */
 const documents = new WeakMap<readonly Route[], Promise<Asset>>();
+/** The AsyncAPI document, built once. */
+let asyncApi: Promise<Asset> | undefined;
 
 const OPENAPI_DOC: RouteDoc = {
   operationId: "openapi",
@@ -123,6 +126,20 @@ const OPENAPI_DOC: RouteDoc = {
   ok: {
     200: {
       description: "The OpenAPI document.",
+      content: { "application/json": { schema: { type: "object" } } },
+    },
+  },
+};
+
+const ASYNCAPI_DOC: RouteDoc = {
+  operationId: "asyncapi",
+  summary: "The AsyncAPI document",
+  description: "An AsyncAPI 3.0 document of the WebSocket (`/ws`, each frame a message) and the " +
+    "server-sent events (`/stream/{topic}`), with the same schemas as this document.",
+  tag: "Reference",
+  ok: {
+    200: {
+      description: "The AsyncAPI document.",
       content: { "application/json": { schema: { type: "object" } } },
     },
   },
@@ -172,6 +189,20 @@ export const referenceRoutes: Route[] = [
         documents.set(ctx.routes, doc);
       }
       return send(req, await doc, { "access-control-allow-origin": "*" });
+    },
+  },
+  {
+    method: "GET",
+    pattern: "/asyncapi.json",
+    scope: "public",
+    doc: ASYNCAPI_DOC,
+    async handler(req, ctx) {
+      asyncApi ??= asset(
+        "application/json",
+        JSON.stringify(asyncApiDocument(ctx.broker.version)),
+        `asyncapi-${ctx.broker.version}`,
+      );
+      return send(req, await asyncApi, { "access-control-allow-origin": "*" });
     },
   },
   {

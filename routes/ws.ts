@@ -56,7 +56,7 @@ const WS_DOC: RouteDoc = {
   operationId: "websocket",
   summary: "WebSocket: subscribe, consume, ack",
   description: "Upgrades to a WebSocket of JSON text frames with a `type` (`x-ferry-websocket` " +
-    "holds their schemas: WsClientFrame, WsServerFrame). `subscribe` with a topic, `prefix*` or " +
+    "holds their schemas: WsClientFrame, WsServerFrame; GET /asyncapi.json describes each). `subscribe` with a topic, `prefix*` or " +
     "`*` spies on what is stored; with `group` or `prefetch` " +
     `(1–${MAX_PREFETCH}, default ${DEFAULT_PREFETCH}) it consumes one topic, each delivery ` +
     "leased until acked or requeued. Errors are `error` frames and never close the socket; " +

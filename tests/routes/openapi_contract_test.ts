@@ -280,6 +280,7 @@ contractTest("health, stats, rates, metrics, cluster, the reference, unknown pat
     expect(await call("GET", "/api/cluster/status"), 200);
     expect(await call("GET", "/cluster/replicate?node=n1&term=1"), 404, "not_found");
     expect(await call("GET", "/openapi.json"), 200);
+    expect(await call("GET", "/asyncapi.json"), 200);
     expect(await call("GET", "/docs"), 200);
     expect(await call("GET", "/docs/init.js"), 200);
     expect(await call("GET", "/docs/nope.js"), 404, "not_found");
