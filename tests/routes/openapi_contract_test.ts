@@ -307,7 +307,8 @@ async function readEvents(body: ReadableStream<Uint8Array>, events: number): Pro
 
 /** Opens a stream; the Res for the contract check, and its body. */
 async function openStream(b: InProcessBroker, path: string, headers: Record<string, string> = {}) {
-  const res = await fetch(b.url + path, { headers });
+  // A stream that never delivers fails the test after 15 s instead of hanging it.
+  const res = await fetch(b.url + path, { headers, signal: AbortSignal.timeout(15_000) });
   const checked: Res = { status: res.status, headers: res.headers, text: "", body: undefined };
   return { res, checked };
 }
@@ -338,7 +339,17 @@ contractTest("SSE events and WebSocket frames", async () => {
       wake();
     };
     const next = async () => {
-      while (!frames.length) await new Promise<void>((r) => wake = r);
+      const deadline = Date.now() + 15_000; // a frame that never comes fails, not hangs
+      while (!frames.length) {
+        assert(Date.now() < deadline, "no frame from the server within 15 s");
+        await new Promise<void>((r) => {
+          const timer = setTimeout(r, 1_000);
+          wake = () => {
+            clearTimeout(timer);
+            r();
+          };
+        });
+      }
       const f = frames.shift();
       c.checkFrame("server", f);
       return f;
