@@ -65,6 +65,11 @@ export class FerryAdmin {
     return this.call({ method: "GET", path: "/api/groups", query, idempotent: true }, opts);
   }
 
+  /** Every topic's settings, by name (GET /api/topics). */
+  topics(opts: CallOptions = {}): Promise<TopicJson[]> {
+    return this.call({ method: "GET", path: "/api/topics", idempotent: true }, opts);
+  }
+
   /** One topic's settings (GET /api/topics/{name}); 404 `not_found` for an unknown topic. */
   topic(name: string, opts: CallOptions = {}): Promise<TopicJson> {
     return this.call(

@@ -8,6 +8,16 @@ import { durationIn, json, needString, optString, parseIntIn, queueParam } from 
 import { readJson, readOptionalJson } from "./body.ts";
 import type { Ctx, Route } from "./router.ts";
 import { groupJson, queueJson, topicJson } from "./wire.ts";
+import {
+  durationSchema,
+  GROUP_NAME,
+  jsonAnswer,
+  listAnswer,
+  query,
+  QUEUE_QUERY,
+  type RouteDoc,
+  TOPIC_NAME,
+} from "./route_doc.ts";
 
 async function createTopic(req: Request, ctx: Ctx): Promise<Response> {
   const body = await readJson(req);
@@ -38,13 +48,15 @@ async function createTopic(req: Request, ctx: Ctx): Promise<Response> {
 }
 
 /** GET /api/topics/{name}: one topic's settings; GET /api/topics: every topic's, by name. */
-function readTopics(_req: Request, ctx: Ctx): Response {
+function listTopics(_req: Request, ctx: Ctx): Response {
   const { broker } = ctx;
-  if (!ctx.params.name) {
-    const all = [...broker.eachTopic()].sort((a, b) => a.name < b.name ? -1 : 1);
-    return json(all.map((t) => topicJson(broker, t)));
-  }
-  const name = checkName(ctx.params.name, "topic");
+  const all = [...broker.eachTopic()].sort((a, b) => a.name < b.name ? -1 : 1);
+  return json(all.map((t) => topicJson(broker, t)));
+}
+
+function readTopic(_req: Request, ctx: Ctx): Response {
+  const { broker } = ctx;
+  const name = checkName(ctx.params.name ?? "", "topic");
   const topic = broker.findTopic(name);
   if (!topic) throw new BrokerError("not_found", `Cannot read topic "${name}": no such topic`);
   return json(topicJson(broker, topic));
@@ -98,13 +110,207 @@ async function remove(_req: Request, ctx: Ctx): Promise<Response> {
   return json({ queue, deleted: true });
 }
 
+const CREATE_TOPIC_DOC: RouteDoc = {
+  operationId: "createTopic",
+  summary: "Create a topic",
+  description: "Creates a topic in advance, with its settings (a publish creates one with the " +
+    "defaults).",
+  tag: "Topics",
+  body: {
+    kind: "json",
+    name: "CreateTopicRequest",
+    required: true,
+    schema: {
+      type: "object",
+      properties: {
+        name: TOPIC_NAME,
+        policy: {
+          type: "string",
+          enum: ["reject", "drop-oldest"],
+          default: "reject",
+          description: "What a publish to a full topic does.",
+        },
+        retain: { ...durationSchema(MAX_TIME_MS), description: "A TTL for every message." },
+        visibility: {
+          ...durationSchema(MAX_VISIBILITY_MS, 1),
+          description: "The lease of a delivered message (default BROKER_VISIBILITY).",
+        },
+        max_messages: {
+          type: "integer",
+          minimum: 1,
+          description: "Messages held at most (default and limit BROKER_MAX_QUEUE).",
+        },
+        max_bytes: { type: "integer", minimum: 1, description: "Payload bytes held at most." },
+      },
+      required: ["name"],
+    },
+  },
+  ok: { 201: jsonAnswer("Created.", "Topic") },
+  errors: [
+    "invalid_parameter",
+    "invalid_duration",
+    "already_exists",
+    "topic_limit_reached",
+  ],
+};
+
+const LIST_TOPICS_DOC: RouteDoc = {
+  operationId: "topics",
+  summary: "List the topics' settings",
+  description: "Every topic as `POST /api/topics` answers it, sorted by name.",
+  tag: "Topics",
+  ok: { 200: listAnswer("Every topic.", "Topic") },
+};
+
+const READ_TOPIC_DOC: RouteDoc = {
+  operationId: "topic",
+  summary: "Read a topic's settings",
+  description: "The topic as `POST /api/topics` answers it.",
+  tag: "Topics",
+  ok: { 200: jsonAnswer("The topic.", "Topic") },
+  errors: ["not_found"],
+};
+
+const CREATE_GROUP_DOC: RouteDoc = {
+  operationId: "createGroup",
+  summary: "Create a consumer group",
+  description: "A named group receives every message published after its creation (a first " +
+    "consume with `?group=` creates one too).",
+  tag: "Topics",
+  body: {
+    kind: "json",
+    name: "CreateGroupRequest",
+    required: true,
+    schema: {
+      type: "object",
+      properties: { topic: TOPIC_NAME, group: { ...GROUP_NAME, minLength: 1 } },
+      required: ["topic", "group"],
+    },
+  },
+  ok: { 201: jsonAnswer("Created.", "Group") },
+  errors: ["already_exists", "topic_limit_reached"],
+};
+
+const LIST_GROUPS_DOC: RouteDoc = {
+  operationId: "groups",
+  summary: "List a topic's consumer groups",
+  description: "The named groups (not the default group, nor webhooks' own).",
+  tag: "Topics",
+  params: [query("topic", "The topic.", TOPIC_NAME, true)],
+  ok: { 200: listAnswer("The groups.", "Group") },
+  errors: ["not_found"],
+};
+
+const LIST_QUEUES_DOC: RouteDoc = {
+  operationId: "queues",
+  summary: "List the topics",
+  tag: "Topics",
+  ok: { 200: listAnswer("Every topic with its figures.", "QueueItem") },
+};
+
+const REDRIVE_DOC: RouteDoc = {
+  operationId: "redrive",
+  summary: "Redrive the dead-letter queue",
+  description: "Moves the messages of `{queue}.dlq` back to `{queue}` with `retry_count` 0 and " +
+    "`redrive_count` + 1: all of them, or with a body only those `ids`.",
+  tag: "Topics",
+  params: [QUEUE_QUERY],
+  body: {
+    kind: "json",
+    name: "RedriveRequest",
+    required: false,
+    schema: {
+      type: "object",
+      properties: { ids: { type: "array", items: { type: "string" } } },
+      required: ["ids"],
+    },
+  },
+  ok: { 200: jsonAnswer("Moved.", "RedriveAnswer") },
+  errors: ["not_found"],
+};
+
+const PURGE_DOC: RouteDoc = {
+  operationId: "purge",
+  summary: "Purge a topic",
+  description: "Removes every message; the topic, its groups and settings stay.",
+  tag: "Topics",
+  params: [QUEUE_QUERY],
+  ok: { 200: jsonAnswer("Purged.", "PurgeAnswer") },
+  errors: ["not_found"],
+};
+
+const DELETE_DOC: RouteDoc = {
+  operationId: "deleteTopic",
+  summary: "Delete a topic",
+  description: "Deletes the topic, its messages, groups, webhooks and WAL file.",
+  tag: "Topics",
+  params: [QUEUE_QUERY],
+  ok: { 200: jsonAnswer("Deleted.", "DeleteAnswer") },
+  errors: ["not_found"],
+};
+
 export const adminRoutes: Route[] = [
-  { method: "POST", pattern: "/api/topics", scope: "admin", handler: createTopic },
-  { method: "GET", pattern: "/api/topics/:name", scope: "admin", handler: readTopics },
-  { method: "POST", pattern: "/api/groups", scope: "admin", handler: createGroup },
-  { method: "GET", pattern: "/api/groups", scope: "admin", handler: listGroups },
-  { method: "GET", pattern: "/api/queues", scope: "admin", handler: listQueues },
-  { method: "POST", pattern: "/api/queues/redrive", scope: "admin", handler: redrive },
-  { method: "DELETE", pattern: "/api/queues/purge", scope: "admin", handler: purge },
-  { method: "DELETE", pattern: "/api/queues/delete", scope: "admin", handler: remove },
+  {
+    method: "POST",
+    pattern: "/api/topics",
+    scope: "admin",
+    handler: createTopic,
+    doc: CREATE_TOPIC_DOC,
+  },
+  {
+    method: "GET",
+    pattern: "/api/topics",
+    scope: "admin",
+    handler: listTopics,
+    doc: LIST_TOPICS_DOC,
+  },
+  {
+    method: "GET",
+    pattern: "/api/topics/:name",
+    scope: "admin",
+    handler: readTopic,
+    doc: READ_TOPIC_DOC,
+  },
+  {
+    method: "POST",
+    pattern: "/api/groups",
+    scope: "admin",
+    handler: createGroup,
+    doc: CREATE_GROUP_DOC,
+  },
+  {
+    method: "GET",
+    pattern: "/api/groups",
+    scope: "admin",
+    handler: listGroups,
+    doc: LIST_GROUPS_DOC,
+  },
+  {
+    method: "GET",
+    pattern: "/api/queues",
+    scope: "admin",
+    handler: listQueues,
+    doc: LIST_QUEUES_DOC,
+  },
+  {
+    method: "POST",
+    pattern: "/api/queues/redrive",
+    scope: "admin",
+    handler: redrive,
+    doc: REDRIVE_DOC,
+  },
+  {
+    method: "DELETE",
+    pattern: "/api/queues/purge",
+    scope: "admin",
+    handler: purge,
+    doc: PURGE_DOC,
+  },
+  {
+    method: "DELETE",
+    pattern: "/api/queues/delete",
+    scope: "admin",
+    handler: remove,
+    doc: DELETE_DOC,
+  },
 ];

@@ -9,7 +9,14 @@ import type { Logger } from "../lib/log.ts";
 import { cancelStalledReads } from "./body.ts";
 import { problem, Query } from "./http.ts";
 import { Metrics } from "./metrics.ts";
-import { type AfterHook, type BeforeHook, type Ctx, type Route, Router } from "./router.ts";
+import {
+  type AfterHook,
+  type BeforeHook,
+  type Ctx,
+  DRAIN_EXEMPT,
+  type Route,
+  Router,
+} from "./router.ts";
 import { publishRoutes } from "./publish.ts";
 import { consumeRoutes } from "./consume.ts";
 import { adminRoutes } from "./admin.ts";
@@ -21,6 +28,7 @@ import { streamRoutes } from "./stream.ts";
 import { webhookRoutes } from "./webhooks.ts";
 import { wsRoutes } from "./ws.ts";
 import { replicateRoutes } from "./replicate.ts";
+import { referenceRoutes } from "./reference.ts";
 
 /** Every route of the broker, in match order. */
 export const ROUTES: Route[] = [
@@ -35,6 +43,7 @@ export const ROUTES: Route[] = [
   ...webhookRoutes,
   ...replicateRoutes,
   ...staticRoutes(),
+  ...referenceRoutes,
 ];
 
 export interface AppOptions {
@@ -77,7 +86,7 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
     try {
       const target = requestTarget(req);
       path = target.path;
-      if (broker.draining && path !== "/healthz") {
+      if (broker.draining && path !== DRAIN_EXEMPT) {
         throw new BrokerError("draining", "The broker is draining; retry on another node");
       }
       const m = router.match(req.method, path);
@@ -102,6 +111,7 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
           query: new Query(target.search),
           requestId,
           inFlight: () => inFlight,
+          routes: router.routes,
         };
         let early: Response | undefined;
         for (const hook of before) {

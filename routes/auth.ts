@@ -12,7 +12,7 @@ import type { BeforeHook, Ctx, Route } from "./router.ts";
 const BEARER = /^bearer /i;
 
 /** True for the routes that also take `?api_key=`: SSE streams and the WebSockets. */
-function takesQueryKey(route: Route): boolean {
+export function takesQueryKey(route: Route): boolean {
   return route.pattern.startsWith("/stream/") || route.pattern === "/ws" ||
     route.pattern === "/cluster/replicate";
 }

@@ -9,8 +9,8 @@ import { BrokerError } from "../lib/errors.ts";
 import { problem } from "./http.ts";
 import type { BeforeHook } from "./router.ts";
 
-/** Routes every node answers itself, leader or not. */
-const LOCAL = new Set([
+/** Routes every node answers itself, leader or not (the API reference is the same everywhere). */
+export const LOCAL: ReadonlySet<string> = new Set([
   "/healthz",
   "/metrics",
   "/api/cluster/status",
@@ -18,13 +18,21 @@ const LOCAL = new Set([
   "/stream/:topic",
   "/cluster/replicate", // it answers for itself whether it leads
   "/dashboard/:file", // public files, the same on every node
+  "/openapi.json",
+  "/asyncapi.json",
+  "/docs",
+  "/docs/:file",
 ]);
 /** Routes a node answers even while no leader is known. */
-const WHILE_ELECTING = new Set([
+export const WHILE_ELECTING: ReadonlySet<string> = new Set([
   "/healthz",
   "/metrics",
   "/api/cluster/status",
   "/dashboard/:file",
+  "/openapi.json",
+  "/asyncapi.json",
+  "/docs",
+  "/docs/:file",
 ]);
 
 /** The BeforeHook that redirects to the leader or answers 503 while electing. */

@@ -13,6 +13,18 @@ import { durationIn, json, jsonText, optString } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
 import { isoTime, messageJson, requeuedJson } from "./wire.ts";
 import type { BatchAckAnswer, TouchAnswer } from "../protocol/wire.ts";
+import { schemaRef } from "../protocol/schemas.ts";
+import {
+  boolQuery,
+  durationQuery,
+  durationSchema,
+  GROUP_NAME,
+  GROUP_QUERY,
+  intQuery,
+  query,
+  type RouteDoc,
+  TOPIC_NAME,
+} from "./route_doc.ts";
 
 const MAX_BATCH_ACK = 10_000;
 
@@ -103,10 +115,164 @@ function touch(_req: Request, ctx: Ctx): Response {
   return json({ id, topic, visible_at: isoTime(until) } satisfies TouchAnswer);
 }
 
+const CONSUME_DOC: RouteDoc = {
+  operationId: "consume",
+  summary: "Consume messages",
+  description: "Takes up to `limit` messages (one answer carries at most 4 MiB of payload, and " +
+    "always one message). Each is leased for the visibility timeout: ack it, requeue it, or it " +
+    "becomes available again with `retry_count` + 1. With `limit=1` the answer is one Message, " +
+    "with `limit>1` an array. An empty queue answers 404 `queue_empty` (after `timeout`).",
+  tag: "Messages",
+  params: [
+    durationQuery("timeout", "Long-poll: wait this long for a message.", MAX_LONG_POLL_MS),
+    intQuery("limit", "Messages to take at most.", 1, MAX_CONSUME_LIMIT, 1),
+    boolQuery("auto_ack", "Ack each message as it is delivered."),
+    GROUP_QUERY,
+    boolQuery("peek", "Read without taking or acking anything."),
+    query(
+      "filter_key",
+      "Only messages whose JSON object payload has this key (dots reach " +
+        "nested keys); others stay for other consumers.",
+      { type: "string" },
+    ),
+    query("filter_val", "With `filter_key`: the key's value, as text, must equal this.", {
+      type: "string",
+    }),
+    durationQuery(
+      "visibility",
+      "This consume's lease (default: the topic's).",
+      MAX_VISIBILITY_MS,
+      1,
+    ),
+  ],
+  ok: {
+    200: {
+      description: "One Message when `limit=1`, else an array of 1 to `limit` Messages.",
+      json: {
+        oneOf: [
+          schemaRef("Message"),
+          { type: "array", items: schemaRef("Message"), minItems: 1, maxItems: MAX_CONSUME_LIMIT },
+        ],
+      },
+    },
+  },
+  errors: ["invalid_parameter", "invalid_duration", "queue_empty", "topic_limit_reached"],
+};
+
+const ACK_BATCH_DOC: RouteDoc = {
+  operationId: "ackMany",
+  summary: "Ack many messages",
+  tag: "Messages",
+  params: [GROUP_QUERY],
+  body: {
+    kind: "json",
+    name: "BatchAckRequest",
+    required: true,
+    schema: {
+      type: "object",
+      properties: {
+        ids: {
+          type: "array",
+          items: { type: "string" },
+          minItems: 1,
+          maxItems: MAX_BATCH_ACK,
+        },
+        group: { ...GROUP_NAME, description: "The group, when `?group=` is not given." },
+      },
+      required: ["ids"],
+    },
+  },
+  ok: { 200: { description: "What was acked; unknown ids are listed.", json: "BatchAckAnswer" } },
+  errors: ["invalid_parameter"],
+};
+
+const ACK_DOC: RouteDoc = {
+  operationId: "ack",
+  summary: "Ack a message",
+  description: "Removes a delivered message: it will not be delivered to this group again.",
+  tag: "Messages",
+  params: [GROUP_QUERY],
+  ok: { 204: { description: "Acked." } },
+  errors: ["message_not_found"],
+};
+
+const REQUEUE_DOC: RouteDoc = {
+  operationId: "requeue",
+  summary: "Requeue a message",
+  description: "Gives a delivered message back with `retry_count` + 1; the third requeue moves " +
+    "it to `{topic}.dlq`. The body is the Message as consumed: only `id`, `topic` and `group` " +
+    "are read. `reason` and `delay` may come as query parameters or body fields.",
+  tag: "Messages",
+  params: [
+    GROUP_QUERY,
+    query("topic", "The topic, when the body has none.", TOPIC_NAME),
+    query("reason", "Why (kept on the message, shown in the DLQ; 1,024 characters kept).", {
+      type: "string",
+    }),
+    durationQuery("delay", "Hide the message this long before it is available again.", MAX_TIME_MS),
+  ],
+  body: {
+    kind: "json",
+    name: "RequeueRequest",
+    required: true,
+    description: "The Message object as consume answered it.",
+    schema: {
+      type: "object",
+      properties: {
+        id: { type: "string" },
+        topic: TOPIC_NAME,
+        group: GROUP_NAME,
+        reason: { type: "string" },
+        delay: durationSchema(MAX_TIME_MS),
+      },
+      required: ["id"],
+      additionalProperties: true,
+    },
+  },
+  ok: { 200: { description: "Requeued or dead-lettered.", json: "RequeueAnswer" } },
+  errors: ["invalid_duration", "invalid_parameter", "message_not_found"],
+};
+
+const TOUCH_DOC: RouteDoc = {
+  operationId: "touch",
+  summary: "Extend a lease",
+  tag: "Messages",
+  params: [
+    GROUP_QUERY,
+    durationQuery(
+      "by",
+      "The new lease from now (default: the topic's visibility).",
+      MAX_VISIBILITY_MS,
+      1,
+    ),
+  ],
+  ok: { 200: { description: "The lease's new end.", json: "TouchAnswer" } },
+  errors: ["invalid_duration", "message_not_found"],
+};
+
 export const consumeRoutes: Route[] = [
-  { method: "GET", pattern: "/consume/:topic", scope: "consume", handler: consume, mutates: true },
-  { method: "POST", pattern: "/ack/:topic", scope: "consume", handler: ackBatch },
-  { method: "POST", pattern: "/ack/:topic/:id", scope: "consume", handler: ackOne },
-  { method: "POST", pattern: "/requeue", scope: "consume", handler: requeue },
-  { method: "POST", pattern: "/touch/:topic/:id", scope: "consume", handler: touch },
+  {
+    method: "GET",
+    pattern: "/consume/:topic",
+    scope: "consume",
+    handler: consume,
+    mutates: true,
+    doc: CONSUME_DOC,
+  },
+  {
+    method: "POST",
+    pattern: "/ack/:topic",
+    scope: "consume",
+    handler: ackBatch,
+    doc: ACK_BATCH_DOC,
+  },
+  { method: "POST", pattern: "/ack/:topic/:id", scope: "consume", handler: ackOne, doc: ACK_DOC },
+  { method: "POST", pattern: "/requeue", scope: "consume", handler: requeue, doc: REQUEUE_DOC },
+  {
+    method: "POST",
+    pattern: "/touch/:topic/:id",
+    scope: "consume",
+    handler: touch,
+    doc: TOUCH_DOC,
+  },
 ];

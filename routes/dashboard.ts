@@ -23,6 +23,18 @@ import { list as listWebhooks } from "../lib/webhooks/registry.ts";
 import { webhookItem } from "./webhooks.ts";
 import { inFlightJson, messageJson } from "./wire.ts";
 import type { ReleaseAnswer } from "../protocol/wire.ts";
+import { schemaRef } from "../protocol/schemas.ts";
+import {
+  durationSchema,
+  GROUP_NAME,
+  GROUP_QUERY,
+  intQuery,
+  jsonAnswer,
+  listAnswer,
+  QUEUE_QUERY,
+  type RouteDoc,
+  TOPIC_NAME,
+} from "./route_doc.ts";
 
 /** Most in-flight messages one GET /api/queues/inflight lists. */
 const MAX_IN_FLIGHT_LISTED = 1000;
@@ -96,11 +108,154 @@ function webhooks(_req: Request, ctx: Ctx): Response {
   return json(listWebhooks(ctx.broker, queue).map((w) => webhookItem(ctx.broker, w)));
 }
 
+const PUBLISH_DOC: RouteDoc = {
+  operationId: "dashboardPublish",
+  summary: "Publish text",
+  description: "The dashboard's publish: the payload is the UTF-8 bytes of a string.",
+  tag: "Dashboard",
+  body: {
+    kind: "json",
+    name: "DashboardPublishRequest",
+    required: true,
+    schema: {
+      type: "object",
+      properties: {
+        queue: TOPIC_NAME,
+        payload: { type: "string", minLength: 1 },
+        ttl: durationSchema(MAX_TIME_MS),
+        delay: durationSchema(MAX_TIME_MS),
+        priority: schemaRef("Priority"),
+        broadcast: { type: "boolean", default: false },
+      },
+      required: ["queue", "payload"],
+    },
+  },
+  ok: {
+    201: jsonAnswer("Stored.", "PublishAnswer"),
+    200: {
+      description: "A broadcast.",
+      json: { oneOf: [schemaRef("PublishAnswer"), schemaRef("BroadcastAnswer")] },
+    },
+  },
+  errors: [
+    "invalid_duration",
+    "invalid_parameter",
+    "topic_limit_reached",
+    "queue_full",
+    "memory_full",
+  ],
+};
+
+const CONSUME_DOC: RouteDoc = {
+  operationId: "dashboardConsume",
+  summary: "Consume one message",
+  description: "Takes one message, acked on delivery unless `auto_ack` is false.",
+  tag: "Dashboard",
+  body: {
+    kind: "json",
+    name: "DashboardConsumeRequest",
+    required: true,
+    schema: {
+      type: "object",
+      properties: {
+        queue: TOPIC_NAME,
+        group: GROUP_NAME,
+        auto_ack: { type: "boolean", default: true },
+      },
+      required: ["queue"],
+    },
+  },
+  ok: { 200: jsonAnswer("The message.", "Message") },
+  errors: ["invalid_parameter", "queue_empty", "topic_limit_reached"],
+};
+
+const PEEK_DOC: RouteDoc = {
+  operationId: "peek",
+  summary: "Peek at a topic",
+  description: `The next messages of the default group, at most ${MAX_PEEK}, without taking them.`,
+  tag: "Dashboard",
+  params: [QUEUE_QUERY, intQuery("limit", "Messages to show.", 1, MAX_PEEK, MAX_PEEK)],
+  ok: { 200: listAnswer("The messages (possibly none).", "Message") },
+  errors: ["invalid_parameter"],
+};
+
+const IN_FLIGHT_DOC: RouteDoc = {
+  operationId: "inFlight",
+  summary: "List messages in flight",
+  description: "Delivered, un-acked messages of a group, soonest lease end first.",
+  tag: "Dashboard",
+  params: [
+    QUEUE_QUERY,
+    GROUP_QUERY,
+    intQuery("limit", "Messages to list.", 1, MAX_IN_FLIGHT_LISTED, 100),
+  ],
+  ok: { 200: listAnswer("The messages (possibly none).", "InFlightItem") },
+  errors: ["invalid_parameter"],
+};
+
+const RELEASE_DOC: RouteDoc = {
+  operationId: "release",
+  summary: "Release a message in flight",
+  description: "Ends a lease early: the message is available again with `retry_count` + 1.",
+  tag: "Dashboard",
+  body: {
+    kind: "json",
+    name: "ReleaseRequest",
+    required: true,
+    schema: {
+      type: "object",
+      properties: { queue: TOPIC_NAME, group: GROUP_NAME, id: { type: "string" } },
+      required: ["queue", "id"],
+    },
+  },
+  ok: { 200: jsonAnswer("Released.", "ReleaseAnswer") },
+  errors: ["message_not_found", "not_found"],
+};
+
+const WEBHOOKS_DOC: RouteDoc = {
+  operationId: "queueWebhooks",
+  summary: "List a topic's webhooks",
+  tag: "Dashboard",
+  params: [QUEUE_QUERY],
+  ok: { 200: listAnswer("The webhooks.", "WebhookItem") },
+  errors: ["not_found"],
+};
+
 export const dashboardRoutes: Route[] = [
-  { method: "POST", pattern: "/api/queues/publish", scope: "publish", handler: publish },
-  { method: "POST", pattern: "/api/queues/consume", scope: "consume", handler: consume },
-  { method: "GET", pattern: "/api/queues/peek", scope: "consume", handler: peek },
-  { method: "GET", pattern: "/api/queues/inflight", scope: "consume", handler: inFlight },
-  { method: "POST", pattern: "/api/queues/release", scope: "consume", handler: release },
-  { method: "GET", pattern: "/api/queues/webhooks", scope: "admin", handler: webhooks },
+  {
+    method: "POST",
+    pattern: "/api/queues/publish",
+    scope: "publish",
+    handler: publish,
+    doc: PUBLISH_DOC,
+  },
+  {
+    method: "POST",
+    pattern: "/api/queues/consume",
+    scope: "consume",
+    handler: consume,
+    doc: CONSUME_DOC,
+  },
+  { method: "GET", pattern: "/api/queues/peek", scope: "consume", handler: peek, doc: PEEK_DOC },
+  {
+    method: "GET",
+    pattern: "/api/queues/inflight",
+    scope: "consume",
+    handler: inFlight,
+    doc: IN_FLIGHT_DOC,
+  },
+  {
+    method: "POST",
+    pattern: "/api/queues/release",
+    scope: "consume",
+    handler: release,
+    doc: RELEASE_DOC,
+  },
+  {
+    method: "GET",
+    pattern: "/api/queues/webhooks",
+    scope: "admin",
+    handler: webhooks,
+    doc: WEBHOOKS_DOC,
+  },
 ];

@@ -3,6 +3,7 @@
 import type { DrainAnswer, HealthJson } from "../protocol/wire.ts";
 import { json } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
+import { jsonAnswer, type RouteDoc } from "./route_doc.ts";
 
 function healthz(_req: Request, ctx: Ctx): Response {
   const { broker } = ctx;
@@ -30,7 +31,29 @@ async function drain(_req: Request, ctx: Ctx): Promise<Response> {
   return json({ status: "draining", in_flight_requests: others } satisfies DrainAnswer);
 }
 
+const HEALTH_DOC: RouteDoc = {
+  operationId: "health",
+  summary: "Health",
+  description: "200 while the broker serves; 503 while it drains, after a failed disk write, " +
+    "or (cluster mode) while no leader is known. Served while draining.",
+  tag: "Operations",
+  ok: {
+    200: jsonAnswer("Healthy: `status` ok.", "Health"),
+    503: jsonAnswer("Not serving: `status` draining, error or electing.", "Health"),
+  },
+};
+
+const DRAIN_DOC: RouteDoc = {
+  operationId: "drain",
+  summary: "Drain the broker",
+  description: "Marks the node draining at once: parked consumers are answered, streams and " +
+    "sockets end, and every later request but GET /healthz answers 503 `draining`. Only a " +
+    "restart undoes it.",
+  tag: "Operations",
+  ok: { 200: jsonAnswer("Draining.", "DrainAnswer") },
+};
+
 export const healthRoutes: Route[] = [
-  { method: "GET", pattern: "/healthz", scope: "public", handler: healthz },
-  { method: "POST", pattern: "/api/drain", scope: "admin", handler: drain },
+  { method: "GET", pattern: "/healthz", scope: "public", handler: healthz, doc: HEALTH_DOC },
+  { method: "POST", pattern: "/api/drain", scope: "admin", handler: drain, doc: DRAIN_DOC },
 ];

@@ -44,6 +44,16 @@ const TITLE: Record<number, string> = {
   503: "Service Unavailable",
 };
 
+/** The HTTP status a problem code is answered with. */
+export function statusOf(code: ErrorCode): number {
+  return STATUS[code];
+}
+
+/** The reason phrase a problem's `title` carries for a status. */
+export function titleOf(status: number): string {
+  return TITLE[status] ?? "Error";
+}
+
 /** An RFC 9457 problem response for a BrokerError. */
 export function problem(
   err: BrokerError,

@@ -7,6 +7,7 @@ import { BrokerError } from "../lib/errors.ts";
 import { RATE_INTERVAL_MS } from "../lib/rates.ts";
 import type { ClusterStatus, RatePointJson, RatesJson } from "../protocol/wire.ts";
 import { isoTime, rateJson, statsJson } from "./wire.ts";
+import { jsonAnswer, query, type RouteDoc, TOPIC_NAME } from "./route_doc.ts";
 
 function stats(_req: Request, { broker }: Ctx): Response {
   return json(statsJson(broker, broker.now()));
@@ -88,9 +89,60 @@ export function metricsHook(m: Metrics): AfterHook {
     m.recordRequest(route?.pattern ?? UNMATCHED, res.status, seconds);
 }
 
+const METRICS_DOC: RouteDoc = {
+  operationId: "metrics",
+  summary: "Prometheus metrics",
+  description: "The Prometheus text exposition format; every name starts with `ferry_`.",
+  tag: "Operations",
+  ok: {
+    200: {
+      description: "The metrics.",
+      content: {
+        "text/plain": {
+          schema: { type: "string" },
+          example: 'ferry_messages_published_total{topic="orders"} 42\n',
+        },
+      },
+    },
+  },
+};
+
+const STATS_DOC: RouteDoc = {
+  operationId: "stats",
+  summary: "Statistics",
+  description: "Totals since start-up, memory, and each topic's and group's figures.",
+  tag: "Operations",
+  ok: { 200: jsonAnswer("The statistics.", "Stats") },
+};
+
+const RATES_DOC: RouteDoc = {
+  operationId: "rates",
+  summary: "Rates over the last minutes",
+  description: "The broker's events per second per interval (`totals`, oldest first) and each " +
+    "topic's latest; with `?queue=`, that queue's history in `points` instead of `topics`.",
+  tag: "Operations",
+  params: [query("queue", "One topic's history.", TOPIC_NAME)],
+  ok: { 200: jsonAnswer("The rates.", "Rates") },
+  errors: ["not_found"],
+};
+
+const CLUSTER_STATUS_DOC: RouteDoc = {
+  operationId: "clusterStatus",
+  summary: "Cluster status",
+  description: "This node's role, term, the leader and its peers; standalone, a leader of one.",
+  tag: "Operations",
+  ok: { 200: jsonAnswer("The status.", "ClusterStatus") },
+};
+
 export const opsRoutes: Route[] = [
-  { method: "GET", pattern: "/metrics", scope: "admin", handler: metrics },
-  { method: "GET", pattern: "/api/stats", scope: "admin", handler: stats },
-  { method: "GET", pattern: "/api/rates", scope: "admin", handler: rates },
-  { method: "GET", pattern: "/api/cluster/status", scope: "admin", handler: clusterStatus },
+  { method: "GET", pattern: "/metrics", scope: "admin", handler: metrics, doc: METRICS_DOC },
+  { method: "GET", pattern: "/api/stats", scope: "admin", handler: stats, doc: STATS_DOC },
+  { method: "GET", pattern: "/api/rates", scope: "admin", handler: rates, doc: RATES_DOC },
+  {
+    method: "GET",
+    pattern: "/api/cluster/status",
+    scope: "admin",
+    handler: clusterStatus,
+    doc: CLUSTER_STATUS_DOC,
+  },
 ];

@@ -10,7 +10,9 @@ import { allocPayload } from "../lib/slab.ts";
 import { checkName } from "../lib/names.ts";
 import { readBody } from "./body.ts";
 import { describe, json } from "./http.ts";
+import { schemaRef } from "../protocol/schemas.ts";
 import type { Ctx, Route } from "./router.ts";
+import { boolQuery, durationQuery, query, type RouteDoc } from "./route_doc.ts";
 
 const MAX_KEY_LENGTH = 256;
 const MAX_HEADER_BYTES = 16 * 1024;
@@ -112,6 +114,72 @@ async function publish(req: Request, ctx: Ctx): Promise<Response> {
   return publishOrBroadcast(ctx.broker, topic, payload, opts, broadcast);
 }
 
+const PUBLISH_DOC: RouteDoc = {
+  operationId: "publish",
+  summary: "Publish a message",
+  description: "Stores the body, raw bytes, as one message of the topic (created on its first " +
+    "publish). A 2xx means the message is durable (fsynced with `BROKER_FSYNC=always`). Its " +
+    "`Content-Type` is kept for webhooks. Every request header whose name starts with `X-MQ-` " +
+    "is stored with the message and returned lower-cased in its `headers` " +
+    `(${MAX_HEADER_BYTES / 1024} KiB of them at most; OpenAPI cannot name a header family, ` +
+    "so `x-ferry-stored-headers` says it).",
+  tag: "Messages",
+  params: [
+    durationQuery("ttl", "Drop the message if it is not consumed within this time.", MAX_TIME_MS),
+    durationQuery("delay", "Hide the message until this time has passed.", MAX_TIME_MS),
+    query("priority", "Delivery priority.", {
+      type: "string",
+      enum: [...PRIORITIES],
+      default: "normal",
+    }),
+    boolQuery(
+      "broadcast",
+      "Hand the message to the consumers waiting at this instant and to live streams; " +
+        "never stored.",
+    ),
+    query(
+      "idempotency",
+      "`auto`: the SHA-256 of the payload is the idempotency key (an `Idempotency-Key` header " +
+        "takes precedence).",
+      { type: "string", enum: ["auto"] },
+    ),
+    {
+      name: "Idempotency-Key",
+      in: "header",
+      description: "A repeated key within 5 minutes answers 200 with the original message's id " +
+        "and `deduplicated: true`; nothing is stored.",
+      schema: { type: "string", minLength: 1, maxLength: MAX_KEY_LENGTH },
+    },
+  ],
+  body: {
+    kind: "raw",
+    description: `The payload: any bytes, 1 B to ${MAX_PAYLOAD_BYTES / 1024 / 1024} MiB.`,
+    maxBytes: MAX_PAYLOAD_BYTES,
+  },
+  ok: {
+    201: { description: "Stored.", json: "PublishAnswer" },
+    200: {
+      description: "A repeated idempotency key (`deduplicated: true`, the original `id`), or a " +
+        "broadcast.",
+      json: { oneOf: [schemaRef("PublishAnswer"), schemaRef("BroadcastAnswer")] },
+    },
+  },
+  errors: [
+    "invalid_duration",
+    "invalid_parameter",
+    "topic_limit_reached",
+    "queue_full",
+    "memory_full",
+  ],
+  extensions: { "x-ferry-stored-headers": "X-MQ-*" },
+};
+
 export const publishRoutes: Route[] = [
-  { method: "POST", pattern: "/publish/:topic", scope: "publish", handler: publish },
+  {
+    method: "POST",
+    pattern: "/publish/:topic",
+    scope: "publish",
+    handler: publish,
+    doc: PUBLISH_DOC,
+  },
 ];

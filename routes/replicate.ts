@@ -8,6 +8,7 @@
 import { BrokerError } from "../lib/errors.ts";
 import type { ReplicaLink, Session } from "../lib/cluster/replicator.ts";
 import type { Ctx, Route } from "./router.ts";
+import { query, type RouteDoc } from "./route_doc.ts";
 
 function replicate(req: Request, ctx: Ctx): Response {
   const { cluster, replicator } = ctx.broker;
@@ -61,6 +62,28 @@ function replicate(req: Request, ctx: Ctx): Response {
   return response;
 }
 
+const REPLICATE_DOC: RouteDoc = {
+  operationId: "replicate",
+  summary: "Replication link (between nodes)",
+  description: "Internal to a cluster: a follower's WebSocket to its leader, which streams its " +
+    'WAL records as binary messages; the follower answers `{"ack":index}` text frames. Only ' +
+    "the leader of the named term accepts it. Not for clients.",
+  tag: "Operations",
+  params: [
+    query("node", "The follower's node id.", { type: "string" }, true),
+    query("term", "The term the follower believes current.", { type: "integer", minimum: 0 }, true),
+  ],
+  ok: { 101: { description: "Switching Protocols: the replication stream." } },
+  errors: ["not_found", "electing", "bad_request"],
+  extensions: { "x-internal": true },
+};
+
 export const replicateRoutes: Route[] = [
-  { method: "GET", pattern: "/cluster/replicate", scope: "admin", handler: replicate },
+  {
+    method: "GET",
+    pattern: "/cluster/replicate",
+    scope: "admin",
+    handler: replicate,
+    doc: REPLICATE_DOC,
+  },
 ];

@@ -8,6 +8,7 @@ import { BrokerError } from "../lib/errors.ts";
 import type { Broker } from "../lib/broker.ts";
 import type { Query } from "./http.ts";
 import type { Metrics } from "./metrics.ts";
+import type { RouteDoc } from "./route_doc.ts";
 
 /** Which API-key scope a route needs; `public` needs none. */
 export type Scope = "publish" | "consume" | "admin" | "public";
@@ -22,7 +23,12 @@ export interface Ctx {
   requestId: string;
   /** Requests being served right now, this one included. */
   inFlight(): number;
+  /** The route table this handler serves (GET /openapi.json documents it). */
+  routes: readonly Route[];
 }
+
+/** The one path a draining broker still serves (its health says it is draining). */
+export const DRAIN_EXEMPT = "/healthz";
 
 export type Handler = (req: Request, ctx: Ctx) => Response | Promise<Response>;
 
@@ -34,6 +40,8 @@ export interface Route {
   handler: Handler;
   /** A GET that changes state (consume takes messages): HEAD is refused with 405, not run. */
   mutates?: true;
+  /** What GET /openapi.json says of the route; tests/routes/openapi_test.ts wants every route to have it. */
+  doc?: RouteDoc;
 }
 
 /** Runs before a matched route; a returned Response answers instead (401, 403). */

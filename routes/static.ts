@@ -12,6 +12,7 @@ import { promisify } from "node:util";
 import { brotliCompress, constants as zlib } from "node:zlib";
 import { BrokerError } from "../lib/errors.ts";
 import type { Ctx, Route } from "./router.ts";
+import type { RouteDoc } from "./route_doc.ts";
 
 /** Where the files are: beside routes/, so a checkout and `deno compile --include static` work. */
 export const STATIC_DIR = new URL("../static/", import.meta.url);
@@ -163,5 +164,32 @@ export function staticRoutes(dir: URL = STATIC_DIR): Route[] {
   }
 
   // `/dashboard` and `/dashboard/` match with `file` empty: the page itself.
-  return [{ method: "GET", pattern: "/dashboard/:file", scope: "public", handler: file }];
+  return [{ method: "GET", pattern: "/dashboard/:file", scope: "public", handler: file, doc: DOC }];
 }
+
+const DOC: RouteDoc = {
+  operationId: "dashboardFile",
+  summary: "A file of the web dashboard",
+  description: "The dashboard's page and modules, public. `GET /dashboard` (no file) answers " +
+    "`index.html`. Brotli or gzip when the client accepts it; `ETag` and `Cache-Control: " +
+    "no-cache`, so a browser revalidates each file and gets 304 when it has it.",
+  tag: "Reference",
+  path: {
+    file: {
+      name: "file",
+      in: "path",
+      description: "A top-level file of `static/` (`index.html`, `app.js`, `style.css`, …).",
+      schema: { type: "string", pattern: "^[A-Za-z0-9_.-]+$" },
+    },
+  },
+  ok: {
+    200: {
+      description: "The file.",
+      content: Object.fromEntries(
+        [...new Set(Object.values(TYPES))].map((t) => [t.split(";")[0]!, {}]),
+      ),
+    },
+    304: { description: "Not modified (`If-None-Match`)." },
+  },
+  errors: ["not_found", "unavailable"],
+};

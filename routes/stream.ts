@@ -14,6 +14,8 @@ import { checkName } from "../lib/names.ts";
 import type { FeedEvent } from "../lib/subscribers.ts";
 import type { Ctx, Route } from "./router.ts";
 import { messageJson } from "./wire.ts";
+import { query, type RouteDoc } from "./route_doc.ts";
+import { schemaRef } from "../protocol/schemas.ts";
 
 /** How often an idle stream gets a `: ping` comment (CONTRACT: every 15 s). */
 export const PING_MS = 15_000;
@@ -169,8 +171,90 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
   }
 
   return [
-    { method: "GET", pattern: "/stream/:topic", scope: "consume", handler: stream },
+    {
+      method: "GET",
+      pattern: "/stream/:topic",
+      scope: "consume",
+      handler: stream,
+      doc: STREAM_DOC,
+    },
   ];
 }
+
+/**
+ * One event of the stream, its `data:` line parsed as JSON: a stored message (`id:` its sequence
+ * number in the topic), a broadcast (no `id:`), or `event: reset`. OpenAPI 3.1 cannot describe
+ * the items of a stream (3.2's `itemSchema` will), so `x-ferry-event` carries this schema.
+ */
+export const SSE_EVENT = {
+  oneOf: [
+    {
+      type: "object",
+      title: "message",
+      properties: {
+        id: { type: "string", pattern: "^[0-9]+$", description: "Absent for a broadcast." },
+        data: schemaRef("Message"),
+      },
+      required: ["data"],
+    },
+    {
+      type: "object",
+      title: "reset",
+      description: "Messages were missed (the reader fell behind, or the resume point is gone).",
+      properties: {
+        event: { const: "reset" },
+        data: {
+          type: "object",
+          properties: { reason: { type: "string" } },
+          required: ["reason"],
+        },
+      },
+      required: ["event", "data"],
+    },
+  ],
+};
+
+const STREAM_DOC: RouteDoc = {
+  operationId: "stream",
+  summary: "Stream a topic (server-sent events)",
+  description: "A live, read-only copy of every message stored in the topic (publishes, " +
+    "dead-letter moves, redrives) and of broadcasts; nothing is consumed. Each event is an " +
+    "`id:` line (the message's sequence number), `data: <Message JSON>` and a blank line; a " +
+    "`: ping` comment comes every 15 s. A reconnect with `Last-Event-ID` resumes from the " +
+    "topic's ring of recent messages, or starts with `event: reset` when it no longer holds " +
+    "them; a reader too far behind gets `event: reset` and is closed. Browsers pass the key as " +
+    "`?api_key=`.",
+  tag: "Streams",
+  params: [
+    query("filter_key", "As for consume.", { type: "string" }),
+    query("filter_val", "As for consume.", { type: "string" }),
+    query("last_event_id", "Resume after this sequence number (as `Last-Event-ID`).", {
+      type: "string",
+      pattern: "^[0-9]{1,15}$",
+    }),
+    {
+      name: "Last-Event-ID",
+      in: "header",
+      description: "Resume after this sequence number (EventSource sends it on reconnect).",
+      schema: { type: "string", pattern: "^[0-9]{1,15}$" },
+    },
+  ],
+  ok: {
+    200: {
+      description: "The event stream; it ends on drain or SIGTERM.",
+      content: {
+        "text/event-stream": {
+          schema: { type: "string" },
+          example: 'id: 7\ndata: {"id":"0193…","topic":"orders","payload":"aGk=",…}\n\n: ping\n\n',
+          "x-ferry-event": SSE_EVENT,
+        },
+      },
+      headers: {
+        "Cache-Control": { description: "`no-cache`.", schema: { type: "string" } },
+      },
+    },
+  },
+  errors: ["invalid_parameter"],
+};
 
 const PING = encoder.encode(": ping\n\n");

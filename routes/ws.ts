@@ -17,7 +17,9 @@ import type { ErrorCode } from "../protocol/error_codes.ts";
 import type { WsServerFrame } from "../protocol/wire.ts";
 import type { Ctx, Route } from "./router.ts";
 import { messageJson } from "./wire.ts";
-import { parseFrame } from "./ws_frames.ts";
+import { MAX_FRAME_BYTES, MAX_PREFETCH, parseFrame } from "./ws_frames.ts";
+import type { RouteDoc } from "./route_doc.ts";
+import { schemaRef } from "../protocol/schemas.ts";
 
 /** How long a socket may be silent before the server pings it (CONTRACT: 25 s). */
 export const PING_INTERVAL_MS = 25_000;
@@ -47,8 +49,29 @@ export function wsRoutes(opts: WsOptions = {}): Route[] {
   const pingMs = opts.pingMs ?? PING_INTERVAL_MS;
   const maxBuffered = opts.maxBufferedBytes ?? MAX_BUFFERED_BYTES;
   const handler = (req: Request, ctx: Ctx) => upgrade(req, ctx, pingMs, maxBuffered);
-  return [{ method: "GET", pattern: "/ws", scope: "consume", handler }];
+  return [{ method: "GET", pattern: "/ws", scope: "consume", handler, doc: WS_DOC }];
 }
+
+const WS_DOC: RouteDoc = {
+  operationId: "websocket",
+  summary: "WebSocket: subscribe, consume, ack",
+  description: "Upgrades to a WebSocket of JSON text frames with a `type` (`x-ferry-websocket` " +
+    "holds their schemas: WsClientFrame, WsServerFrame; GET /asyncapi.json describes each). `subscribe` with a topic, `prefix*` or " +
+    "`*` spies on what is stored; with `group` or `prefetch` " +
+    `(1–${MAX_PREFETCH}, default ${DEFAULT_PREFETCH}) it consumes one topic, each delivery ` +
+    "leased until acked or requeued. Errors are `error` frames and never close the socket; " +
+    `frames over ${MAX_FRAME_BYTES / 1024} KiB are refused. The server pings after ` +
+    `${PING_INTERVAL_MS / 1000} s of silence and closes with 1001 on drain. A plain GET answers ` +
+    "400. Browsers pass the key as `?api_key=`.",
+  tag: "Streams",
+  ok: { 101: { description: "Switching Protocols: the socket is open." } },
+  extensions: {
+    "x-ferry-websocket": {
+      client: schemaRef("WsClientFrame"),
+      server: schemaRef("WsServerFrame"),
+    },
+  },
+};
 
 /** The open sockets of each broker, so that a drain heard by one closes them all. */
 const SESSIONS = new WeakMap<Broker, Set<Session>>();

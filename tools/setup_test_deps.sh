@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the real components the tests (and the benchmark) drive, from Debian's packages, when
 # missing. No arguments: what the test suite needs (prometheus, for promtool and a real scraper;
-# chromium, the browser the dashboard's and the client library's browser tests drive).
+# etcd-server, for the cluster tests; chromium, the browser the dashboard's, the client library's and
+# the API reference page's tests drive).
 # With arguments: those commands, e.g. `tools/setup_test_deps.sh wrk` for `deno task bench`.
-# etcd (etcd-server) for the cluster tests is in the default set too.
 set -euo pipefail
 declare -A package_of=([promtool]=prometheus [wrk]=wrk [etcd]=etcd-server [chromium]=chromium)
 commands=("$@")

@@ -12,7 +12,7 @@ import { type InProcessBroker, startBroker } from "./server.ts";
 export const CHROMIUM = "/usr/bin/chromium";
 
 /** The flags that work on this project's machines (shared PLATFORM.md). */
-const ARGS = [
+export const CHROMIUM_ARGS = [
   "--no-sandbox",
   "--disable-gpu",
   "--disable-quic",
@@ -43,7 +43,7 @@ export async function openPage(opts: PageOptions = {}): Promise<PageSession & { 
     context = await chromium.launchPersistentContext(dir, {
       executablePath: CHROMIUM,
       headless: true,
-      args: ARGS,
+      args: CHROMIUM_ARGS,
       viewport: opts.viewport ?? { width: 1280, height: 900 },
       colorScheme: "light",
       locale: "en-GB",
@@ -118,4 +118,19 @@ export async function withDashboard(
   } finally {
     await broker.close();
   }
+}
+
+/** A browser with one page, and what the page said and asked for. */
+export interface TestBrowser extends PageSession {
+  /** Every URL the page requested. */
+  requests: string[];
+  close(): Promise<void>;
+}
+
+/** Launches headless Chromium with a fresh profile; `close()` ends it and removes the profile. */
+export async function launchBrowser(opts: PageOptions = {}): Promise<TestBrowser> {
+  const s = await openPage(opts);
+  const requests: string[] = [];
+  s.page.on("request", (r) => requests.push(r.url()));
+  return { ...s, requests, close: () => closePage(s) };
 }

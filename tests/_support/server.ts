@@ -7,6 +7,7 @@ import type { Broker } from "../../lib/broker.ts";
 import { type Config, defaultConfig } from "../../lib/config.ts";
 import { Logger } from "../../lib/log.ts";
 import { createHandler } from "../../routes/app.ts";
+import type { BeforeHook } from "../../routes/router.ts";
 import { appOptions, openRuntime, type Runtime } from "../../runtime.ts";
 import { call, type CallInit, type Res } from "./http.ts";
 
@@ -23,18 +24,21 @@ export interface InProcessBroker {
 /**
  * Starts a broker and Deno.serve on 127.0.0.1:0 in this process, with a temp data dir, built by
  * runtime.ts's openRuntime() and appOptions(): the same hooks (API keys, metrics, access log) as
- * production. `log` receives the broker's log lines (default: none).
+ * production, then `before` (a test's own hooks). `log` receives the broker's log lines (default:
+ * none).
  */
 export async function startBroker(
   overrides: Partial<Config> = {},
-  opts: { clock?: () => number; log?: Logger } = {},
+  opts: { clock?: () => number; log?: Logger; before?: BeforeHook[] } = {},
 ): Promise<InProcessBroker> {
   const dataDir = overrides.dataDir ?? await Deno.makeTempDir({ prefix: "ferry-test-" });
   const config = defaultConfig({ port: 0, logLevel: "error", ...overrides, dataDir });
   const log = opts.log ?? new Logger(config.logLevel, () => {});
   const runtime = await openRuntime(config, log, { clock: opts.clock });
   const { broker } = runtime;
-  const handler = createHandler(broker, appOptions(config, log, runtime));
+  const options = appOptions(config, log, runtime);
+  options.before = [...options.before ?? [], ...opts.before ?? []];
+  const handler = createHandler(broker, options);
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, handler);
   const url = `http://127.0.0.1:${server.addr.port}`;
   return {

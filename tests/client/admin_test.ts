@@ -156,6 +156,10 @@ const SERVED_ELSEWHERE: Record<string, string> = {
   "GET /api/queues/webhooks": "webhooks(topic) uses GET /api/webhooks?topic=",
   "GET /cluster/replicate": "between the nodes of a cluster, not for clients",
   "GET /dashboard/:file": "the dashboard's files, for browsers",
+  "GET /openapi.json": "the API reference, for tools",
+  "GET /asyncapi.json": "the API reference, for tools",
+  "GET /docs": "the API reference page, for browsers",
+  "GET /docs/:file": "the API reference page, for browsers",
 };
 
 Deno.test("some Ferry method reaches every route of the broker's route table", async () => {
@@ -182,6 +186,7 @@ Deno.test("some Ferry method reaches every route of the broker's route table", a
     await ferry.purge("cov");
     await ferry.redrive("cov", { ids: ["none"] });
     assertEquals((await ferry.topic("cov2")).name, "cov2");
+    assertEquals((await ferry.topics()).map((t) => t.name), ["cov", "cov2"]);
     await ferry.publish("cov", "held");
     const [held] = await ferry.consume("cov", { visibility: "1m" });
     const leased = await ferry.inFlight("cov");

@@ -84,6 +84,7 @@ export async function runChaos(
         continue;
       }
       const payload = `p-${++seq}`;
+      const sentAt = performance.now();
       try {
         const res = await fetch(`${to.url}/publish/${TOPIC}`, {
           method: "POST",
@@ -94,7 +95,9 @@ export async function runChaos(
         const body = await res.text();
         if (res.status === 201) {
           ledger.published.set(payload, JSON.parse(body).id);
-          lastPublishOk = performance.now();
+          // When it was sent: a publish in flight to the killed leader may still answer 201
+          // after the kill, and must not count as the new leader taking writes.
+          lastPublishOk = sentAt;
         } else if (res.status >= 500) ledger.unknownPublish.add(payload);
         // 307 or 503 electing: the write was refused before it was made
         if (res.status !== 201) await refresh();
@@ -152,13 +155,13 @@ export async function runChaos(
     const load = [...Array(PUBLISHERS)].map(publisher).concat([consumer()]);
     for (let k = 0; k < opts.kills; k++) {
       await new Promise((r) => setTimeout(r, loadMs));
-      const victim = leader ?? await leaderOf(nodes);
-      if (!victim) continue;
+      while (!leader) await refresh(); // still electing after the last kill: wait for it
+      const victim = leader;
       await stop(victim, "SIGKILL");
       const killedAt = performance.now(); // answers that raced the kill do not count
       leader = undefined;
       while (lastPublishOk < killedAt) await new Promise((r) => setTimeout(r, 20));
-      failovers.push(Math.round(lastPublishOk - killedAt));
+      failovers.push(Math.round(performance.now() - killedAt));
       log(`kill ${k + 1}: a new leader took writes after ${failovers.at(-1)} ms`);
       nodes[nodes.indexOf(victim)] = await start(victim.dataDir, env);
     }

@@ -199,8 +199,10 @@ Deno.test("an endpoint answering 410 Gone removes its webhook, with a log line",
         const reg = await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
         await publish(ctx, "jobs", "x");
         await r.received(1);
+        // The removal is visible before its WAL record is durable; the log line follows that.
         await waitFor(async () =>
-          (await ctx.call("GET", "/api/webhooks?topic=jobs")).body.length === 0
+          (await ctx.call("GET", "/api/webhooks?topic=jobs")).body.length === 0 &&
+          logs.find("webhook removed").length > 0
         );
         // The line comes once the removal is durable, a moment after the list is empty.
         await waitFor(() => Promise.resolve(logs.find("webhook removed").length > 0), "log line");
