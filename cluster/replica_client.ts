@@ -70,6 +70,18 @@ export class ReplicaClient {
     socket.binaryType = "arraybuffer";
     this.#socket = socket;
     const follower = this.broker.follower();
+    // Acks of one turn go as one frame: the highest index covers the ones before it.
+    let ackIndex = 0;
+    let ackQueued = false;
+    const ack = (index: number) => {
+      ackIndex = index;
+      if (ackQueued) return;
+      ackQueued = true;
+      setImmediate(() => {
+        ackQueued = false;
+        if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ ack: ackIndex }));
+      });
+    };
     socket.addEventListener("open", () => {
       this.#waitMs = RETRY_FIRST_MS;
       this.log.info("cluster: replicating", { leader: leader.id, term: leader.term });
@@ -77,9 +89,7 @@ export class ReplicaClient {
     socket.addEventListener("message", (e) => {
       if (!(e.data instanceof ArrayBuffer)) return;
       try {
-        follower.apply(new Uint8Array(e.data), (index) => {
-          if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ ack: index }));
-        });
+        follower.apply(new Uint8Array(e.data), ack);
       } catch (err) {
         this.log.error("cluster: replication stream refused", { error: (err as Error).message });
         socket.close(1002, "malformed stream");

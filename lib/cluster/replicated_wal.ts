@@ -43,8 +43,17 @@ class ReplicatedWal implements Wal {
       topic: this.topic,
       frame: encodeRecord(record),
     });
-    return Promise.all([local, shipped]).then(() => {});
+    // The records of one batch share both promises: combine them once per batch.
+    if (local !== this.#local || shipped !== this.#shipped) {
+      this.#local = local;
+      this.#shipped = shipped;
+      this.#both = Promise.all([local, shipped]).then(() => {});
+    }
+    return this.#both!;
   }
+  #local: Promise<void> | undefined;
+  #shipped: Promise<void> | undefined;
+  #both: Promise<void> | undefined;
 
   barrier(): Promise<void> {
     return this.inner.barrier();

@@ -65,6 +65,9 @@ export class Replicator {
   #switching = false;
   /** When each batch was sent (its last index), until every follower has confirmed it. */
   #shipped: { index: number; at: number }[] = [];
+  /** The promise the entries of this turn share, and its wait (see ship). */
+  #batch: Promise<void> | undefined;
+  #batchWait: Wait | undefined;
   /** The highest index a writer has been answered for. */
   #acknowledged = 0;
   /** Counts activations and deactivations, so a late answer of a past term is ignored. */
@@ -109,8 +112,9 @@ export class Replicator {
     this.#timer = undefined;
     for (const s of this.sessions) s.link.close(reason);
     this.sessions.clear();
-    const waits = this.#waits;
+    const waits = this.#batchWait ? [...this.#waits, this.#batchWait] : this.#waits;
     this.#waits = [];
+    this.#batch = this.#batchWait = undefined;
     const err = new BrokerError("unavailable", `Cannot confirm the write: ${reason}`);
     for (const w of waits) w.reject(err);
     this.#pending = [];
@@ -121,23 +125,38 @@ export class Replicator {
     this.#switching = false;
   }
 
-  /** Queues an entry; resolves once a quorum has it (at once when not leading). */
+  /**
+   * Queues an entry; resolves once a quorum has it (at once when not leading). The entries of
+   * one turn share one message and one promise: it resolves once the message's last index is
+   * confirmed.
+   */
   ship(e: Entry): Promise<void> {
     if (!this.#active) return Promise.resolve();
     this.#pending.push(e);
-    const index = ++this.#index;
+    ++this.#index;
     if (!this.#flushQueued) {
+      // One message per event-loop turn, not per microtask: a WebSocket send costs far more
+      // than the record, so the turn's publishes (every request read in it) travel together.
       this.#flushQueued = true;
-      queueMicrotask(() => this.#flush());
+      setImmediate(() => this.#flush());
     }
     if (this.needed === 0) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      this.#waits.push({ index, deadline: this.clock() + QUORUM_TIMEOUT_MS, resolve, reject });
+    // Its index is the turn's last, known when the message goes out (#flush).
+    this.#batch ??= new Promise((resolve, reject) => {
+      this.#batchWait = { index: Infinity, deadline: 0, resolve, reject };
     });
+    return this.#batch;
   }
 
   #flush(): void {
     this.#flushQueued = false;
+    const wait = this.#batchWait;
+    this.#batch = this.#batchWait = undefined;
+    if (wait) {
+      wait.index = this.#index;
+      wait.deadline = this.clock() + QUORUM_TIMEOUT_MS;
+      this.#waits.push(wait);
+    }
     if (!this.#pending.length) return;
     const msg = encodeMessage(this.#index, this.#pending);
     this.#pending = [];
