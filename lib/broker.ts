@@ -2,8 +2,9 @@
  * @module The facade routes call: the request gate, open and close, and the topics (registry.ts).
  * Each verb checks the gate and hands over to the module that owns it: publish.ts,
  * deliveries.ts, groups.ts, dead_letter.ts, consumers.ts, scheduler.ts, compactor.ts,
- * recovery.ts, stats.ts, subscribers.ts. Every operation decides and mutates synchronously,
- * then awaits only the WAL.
+ * recovery.ts, stats.ts, rates.ts, subscribers.ts, and in a cluster cluster/ (leadership,
+ * replicator, follower). Every operation decides and mutates synchronously, then awaits only the
+ * WAL (and, on a cluster's leader, its synchronous follower).
  */
 
 import { Compactor } from "./compactor.ts";
@@ -25,7 +26,7 @@ import { Scheduler, TICK_MS } from "./scheduler.ts";
 import type { ClusterState } from "./cluster/state.ts";
 import { Follower } from "./cluster/follower.ts";
 import type { Replicator } from "./cluster/replicator.ts";
-import type { Entry } from "./cluster/stream.ts";
+import { followLeadership } from "./cluster/leadership.ts";
 import { Rates } from "./rates.ts";
 import { Stats } from "./stats.ts";
 import { Subscribers } from "./subscribers.ts";
@@ -345,37 +346,12 @@ export class Broker implements BrokerContext {
   attachCluster(state: ClusterState, replicator: Replicator): void {
     this.cluster = state;
     this.replicator = replicator;
-    replicator.snapshot = () => this.#replicaSnapshot();
-    let leading: boolean | undefined;
-    const changed = () => {
-      const now = state.role === "leader";
-      if (now === leading) return;
-      leading = now;
-      if (now) {
-        replicator.activate();
-        for (const t of this.#topics.values()) this.pushers?.sync(t);
-      } else {
-        replicator.deactivate("this node no longer leads");
-        for (const t of this.#topics.values()) this.pushers?.forget(t);
-      }
-    };
-    state.onChange(changed);
-    changed();
+    followLeadership(this, state, replicator);
   }
 
   /** Applies a leader's stream; one per connection to a leader. */
   follower(): Follower {
     return new Follower(this, this.log);
-  }
-
-  /** Every topic as stream entries, for a follower that catches up. */
-  #replicaSnapshot(): Entry[] {
-    const now = this.now();
-    const out: Entry[] = [];
-    for (const t of this.#topics.values()) {
-      for (const frame of t.replicaFrames(now)) out.push({ kind: "record", topic: t.name, frame });
-    }
-    return out;
   }
 
   // ---- lifecycle ---------------------------------------------------------------------------
