@@ -69,7 +69,10 @@ export class ReplicaClient {
     const socket = new WebSocket(url);
     socket.binaryType = "arraybuffer";
     this.#socket = socket;
-    const follower = this.broker.follower();
+    const follower = this.broker.follower((e) => {
+      this.log.error("cluster: cannot write the leader's stream", { error: e.message });
+      socket.close(1011, "cannot write the stream");
+    });
     // Acks of one turn go as one frame: the highest index covers the ones before it.
     let ackIndex = 0;
     let ackQueued = false;

@@ -350,8 +350,8 @@ export class Broker implements BrokerContext {
   }
 
   /** Applies a leader's stream; one per connection to a leader. */
-  follower(): Follower {
-    return new Follower(this, this.log);
+  follower(onBroken?: (e: Error) => void): Follower {
+    return new Follower(this, this.log, onBroken);
   }
 
   // ---- lifecycle ---------------------------------------------------------------------------

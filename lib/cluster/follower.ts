@@ -28,7 +28,13 @@ export class Follower {
   #chain: Promise<unknown> = Promise.resolve();
   #acked = 0;
 
-  constructor(readonly target: ReplicaTarget, readonly log: Logger) {}
+  constructor(
+    readonly target: ReplicaTarget,
+    readonly log: Logger,
+    /** Hears the first write that failed: the connection must end, the leader pick another. */
+    readonly onBroken: (e: Error) => void = () => {},
+  ) {}
+  #broken = false;
 
   /**
    * Applies a message and calls `ack(index)` once it and every earlier one are durable. Throws
@@ -77,6 +83,11 @@ export class Follower {
         ack(index);
       }
     });
-    this.#chain.catch(() => {}); // a failed write marks its WAL failed; /healthz reports it
+    this.#chain.catch((e) => {
+      // A failed write marks its WAL failed (/healthz reports it); this node acks nothing more.
+      if (this.#broken) return;
+      this.#broken = true;
+      this.onBroken(e as Error);
+    });
   }
 }

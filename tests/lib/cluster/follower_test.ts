@@ -11,7 +11,8 @@ import { Replicator, type Session } from "../../../lib/cluster/replicator.ts";
 import { ClusterState } from "../../../lib/cluster/state.ts";
 import { defaultConfig } from "../../../lib/config.ts";
 import { Logger } from "../../../lib/log.ts";
-import { defaultOpenWal } from "../../../lib/wal.ts";
+import { defaultOpenWal, MemoryWal } from "../../../lib/wal.ts";
+import type { WalRecord } from "../../../lib/wal_record.ts";
 import { bytes, T0, texts } from "../_clock.ts";
 
 const quiet = new Logger("error", () => {});
@@ -86,6 +87,45 @@ Deno.test("Follower: a snapshot replaces what a follower held, stale topics incl
   await new Promise((r) => setTimeout(r, 0));
   assertEquals(texts(await stale.consume("jobs", { limit: 10, peek: true })), ["1", "2", "3"]);
   await stale.close();
+  await l.broker.close();
+  l.state.close();
+});
+
+Deno.test("Follower: a write that fails ends its part: no ack, and the transport hears it", async () => {
+  const l = await leader();
+  let failing = false;
+  class FlakyWal extends MemoryWal {
+    override append(record: WalRecord): Promise<void> {
+      return failing ? Promise.reject(new Error("disk full")) : super.append(record);
+    }
+  }
+  const broker = await Broker.open(config, {
+    clock: () => T0,
+    tick: false,
+    log: quiet,
+    openWal: () => new FlakyWal(),
+  });
+  const broken: string[] = [];
+  const acks: number[] = [];
+  const f = broker.follower((e) => broken.push(e.message));
+  const session: Session = l.replicator.attach("a", {
+    send: (msg) =>
+      f.apply(msg, (index) => {
+        acks.push(index);
+        l.replicator.ack(session, index);
+      }),
+    bufferedAmount: 0,
+    close: () => {},
+  });
+  await l.broker.publish("jobs", bytes("ok"));
+  failing = true;
+  const late = l.broker.publish("jobs", bytes("lost on the follower"));
+  late.catch(() => {}); // it fails when the term ends below
+  await new Promise((r) => setTimeout(r, 10));
+  assertEquals(broken, ["disk full"]);
+  assertEquals(acks.length, 2, "the snapshot and the first publish only");
+  l.replicator.deactivate("test over");
+  await broker.close();
   await l.broker.close();
   l.state.close();
 });
