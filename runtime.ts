@@ -140,7 +140,14 @@ export function joinCluster(config: Config, rt: Runtime, log: Logger): ClusterMe
   const adminKey = parseKeyList(config.apiKeys).find((k) => (k.scopes & SCOPE_BITS.admin) !== 0);
   const ttlSeconds = config.electionTtlMs / 1000;
   const etcd = new Etcd(config.clusterEtcd, Math.min(1_000, config.electionTtlMs / 3));
-  const election = new Election({ etcd, name: config.clusterName, ttlSeconds, state, log });
+  const election = new Election({
+    etcd,
+    name: config.clusterName,
+    ttlSeconds,
+    state,
+    log,
+    healthy: () => rt.broker.healthy,
+  });
   rt.broker.replicator!.setSync = (peers) => election.setSync([state.id, ...peers]);
   election.start();
   const replica = new ReplicaClient(rt.broker, state, log, adminKey?.key);

@@ -24,6 +24,8 @@ export interface ElectionOptions {
   ttlSeconds: number;
   state: ClusterState;
   log: Logger;
+  /** False while this node must not lead (its WAL failed): it does not campaign, and resigns. */
+  healthy?: () => boolean;
 }
 
 /** Campaigns for leadership and follows whoever leads, until closed. */
@@ -108,6 +110,11 @@ export class Election {
     });
     const keepAlive = setInterval(async () => {
       const at = clock();
+      if (state.role === "leader" && !this.#healthy()) {
+        // A leader that can no longer write resigns: the next one is elected at once.
+        this.#session?.abort(new Error("this node cannot write its WAL"));
+        return;
+      }
       try {
         const ttl = await etcd.keepAlive(lease);
         if (ttl <= 0) throw new Error("the lease is gone");
@@ -142,7 +149,7 @@ export class Election {
     const { kv, revision } = await etcd.get(this.#leaderKey);
     if (!kv) {
       const sync = await etcd.get(this.#syncKey);
-      if (this.#mayLead(sync.kv?.value)) {
+      if (this.#healthy() && this.#mayLead(sync.kv?.value)) {
         const term = await etcd.get(this.#termKey);
         const next = Number(term.kv?.value ?? 0) + 1;
         const info: LeaderInfo = { id: state.id, url: state.url, term: next };
@@ -163,14 +170,19 @@ export class Election {
         return; // read the key again: ours now, or whoever won
       }
       state.follow(undefined);
-      this.#o.log.info("cluster: waiting for a node that has every acknowledged write", {
-        allowed: sync.kv?.value,
-      });
+      if (!this.#healthy()) {
+        this.#o.log.warn("cluster: not campaigning: this node cannot write its WAL");
+      } else {
+        this.#o.log.info("cluster: waiting for a node that has every acknowledged write", {
+          allowed: sync.kv?.value,
+        });
+      }
     } else {
       const info = JSON.parse(kv.value) as LeaderInfo;
       if (kv.lease !== lease) state.follow(info.id === state.id ? undefined : info);
     }
     // Wait until the leader key is created, deleted or rewritten; then another round.
+    if (signal.aborted) return; // ended while we read etcd: an abort listener would never fire
     const ac = new AbortController();
     const stop = () => ac.abort();
     signal.addEventListener("abort", stop, { once: true });
@@ -181,6 +193,10 @@ export class Election {
     } finally {
       signal.removeEventListener("abort", stop);
     }
+  }
+
+  #healthy(): boolean {
+    return this.#o.healthy?.() ?? true;
   }
 
   /**
