@@ -117,7 +117,7 @@ export async function openRuntime(
   metrics.attach(broker);
   if (replicator) {
     const url = config.advertiseUrl || `http://${config.host}:${config.port}`;
-    const state = new ClusterState(broker.nodeId, url, config.clusterSize, log);
+    const state = new ClusterState(broker.nodeId, url, log);
     broker.attachCluster(state, replicator);
   }
   return { broker, metrics, keys };

@@ -42,7 +42,7 @@ export function followLeadership(
 }
 
 /** Every topic as stream entries, for a follower that catches up. */
-export function snapshotEntries(topics: Iterable<Topic>, now: number): Entry[] {
+function snapshotEntries(topics: Iterable<Topic>, now: number): Entry[] {
   const out: Entry[] = [];
   for (const t of topics) {
     for (const frame of t.replicaFrames(now)) out.push({ kind: "record", topic: t.name, frame });

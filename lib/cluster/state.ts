@@ -52,7 +52,6 @@ export class ClusterState {
     readonly id: string,
     /** Where clients and peers reach this node; main.ts sets it once the port is known. */
     public url: string,
-    readonly size: number,
     readonly log: Logger,
     readonly clock: () => number = () => performance.now(),
   ) {}

@@ -8,7 +8,7 @@
 
 import { checksumOk, decodeRecord, FRAME_HEADER_BYTES, type WalRecord } from "../wal_record.ts";
 
-export const STREAM_VERSION = 1;
+const STREAM_VERSION = 1;
 
 /** One entry of the stream. */
 export type Entry =

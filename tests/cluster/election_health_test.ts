@@ -13,7 +13,7 @@ import { Logger } from "../../lib/log.ts";
 const quiet = new Logger("error", () => {});
 
 function node(endpoint: string, id: string, healthy: { ok: boolean }) {
-  const state = new ClusterState(id, `http://${id}`, 3, quiet);
+  const state = new ClusterState(id, `http://${id}`, quiet);
   const election = new Election({
     etcd: new Etcd([endpoint], 1_000),
     name: "health",

@@ -27,7 +27,7 @@ async function leader(size = 3) {
     log: quiet,
     openWal: replicatedOpenWal(defaultOpenWal(config, quiet), replicator),
   });
-  const state = new ClusterState("leader", "http://leader", size, quiet);
+  const state = new ClusterState("leader", "http://leader", quiet);
   broker.attachCluster(state, replicator);
   state.elected(1, performance.now() + 1e9);
   return { broker, replicator, state };

@@ -7,7 +7,6 @@ function node(lines: string[] = []) {
   const s = new ClusterState(
     "me",
     "http://me:7800",
-    3,
     new Logger("info", (l) => lines.push(l)),
     () => now,
   );
