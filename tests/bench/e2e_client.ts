@@ -6,9 +6,12 @@
  *   deno run -A tests/bench/e2e_client.ts pub URL TOPIC RATE WARM_S RUN_S
  *     publishes RATE msg/s for WARM_S + RUN_S seconds; each 1 KiB body is JSON
  *     {"t":<send time, ms since the epoch>,"w":<1 while warming up>,"p":"xxx…"}.
- *   deno run -A tests/bench/e2e_client.ts sub URL TOPIC EXPECTED DEADLINE_S
- *     long-polls GET /consume/TOPIC?timeout=5s&limit=100&auto_ack=true until it has EXPECTED
+ *   deno run -A tests/bench/e2e_client.ts sub URL TOPIC EXPECTED DEADLINE_S [LIMIT] [MODE]
+ *     long-polls GET /consume/TOPIC?timeout=5s&limit=LIMIT (default 100) until it has EXPECTED
  *     non-warm-up messages or DEADLINE_S passes, and reports receive time minus send time.
+ *     MODE `auto` (default) adds auto_ack=true: each answer waits for its ack to be durable.
+ *     MODE `ack` acks what it got (POST /ack, one id or a batch) without waiting for the ack
+ *     before the next poll, as an at-least-once consumer that acks after its work does.
  *   deno run -A tests/bench/e2e_client.ts sse URL TOPIC STREAMS EXPECTED DEADLINE_S
  *     opens STREAMS event streams (GET /stream/TOPIC) and reads each until it has EXPECTED
  *     non-warm-up messages or DEADLINE_S passes; reports receive minus send time over all.
@@ -73,11 +76,38 @@ interface Wire {
   payload_text?: string;
 }
 
-async function sub(url: string, topic: string, expected: number, deadlineS: number) {
-  const target = `${url}/consume/${topic}?timeout=5s&limit=100&auto_ack=true`;
+interface Consumed extends Wire {
+  id: string;
+}
+
+async function sub(
+  url: string,
+  topic: string,
+  expected: number,
+  deadlineS: number,
+  limit: number,
+  mode: "auto" | "ack",
+) {
+  const target = `${url}/consume/${topic}?timeout=5s&limit=${limit}` +
+    (mode === "auto" ? "&auto_ack=true" : "");
   const deadline = now() + deadlineS * 1000;
   const latencies: number[] = [];
-  let warm = 0, polls = 0, empty = 0, failed = 0, bad = 0;
+  let warm = 0, polls = 0, empty = 0, failed = 0, bad = 0, ackFailed = 0;
+  const acks = new Set<Promise<void>>();
+  const ack = (got: Consumed[]) => {
+    const req = got.length === 1
+      ? fetch(`${url}/ack/${topic}/${got[0]!.id}`, { method: "POST" })
+      : fetch(`${url}/ack/${topic}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ ids: got.map((m) => m.id) }),
+      });
+    const p: Promise<void> = req.then(async (r) => {
+      if (!r.ok) ackFailed++;
+      await r.body?.cancel();
+    }, () => void ackFailed++).finally(() => acks.delete(p));
+    acks.add(p);
+  };
   while (latencies.length < expected && now() < deadline) {
     polls++;
     let res: Response;
@@ -99,9 +129,11 @@ async function sub(url: string, topic: string, expected: number, deadlineS: numb
       await sleep(10);
       continue;
     }
-    const got = await res.json() as Wire | Wire[];
+    const answer = await res.json() as Consumed | Consumed[];
     const at = now();
-    for (const m of Array.isArray(got) ? got : [got]) {
+    const got = Array.isArray(answer) ? answer : [answer];
+    if (mode === "ack") ack(got);
+    for (const m of got) {
       try {
         const { t, w } = JSON.parse(m.payload_text ?? "") as { t: number; w: number };
         if (w) warm++;
@@ -111,6 +143,7 @@ async function sub(url: string, topic: string, expected: number, deadlineS: numb
       }
     }
   }
+  await Promise.all(acks);
   latencies.sort((a, b) => a - b);
   console.log(JSON.stringify({
     received: latencies.length,
@@ -119,6 +152,7 @@ async function sub(url: string, topic: string, expected: number, deadlineS: numb
     empty,
     failed,
     bad,
+    ack_failed: ackFailed,
     p50_ms: percentile(latencies, 50),
     p90_ms: percentile(latencies, 90),
     p99_ms: percentile(latencies, 99),
@@ -242,10 +276,11 @@ if (role === "pub" && url && topic) {
 } else if (role === "ws" && url && topic) {
   await ws(url, topic, Number(a), Number(b), Number(c));
 } else if (role === "sub" && url && topic) {
-  await sub(url, topic, Number(a), Number(b));
+  await sub(url, topic, Number(a), Number(b), Number(c ?? 100), d === "ack" ? "ack" : "auto");
 } else {
   console.error(
     "usage: e2e_client.ts pub URL TOPIC RATE WARM_S RUN_S [BYTES] | sub URL TOPIC N DEADLINE_S" +
+      " [LIMIT] [auto|ack]" +
       " | sse|ws URL TOPIC STREAMS N DEADLINE_S",
   );
   Deno.exit(2);
