@@ -11,7 +11,7 @@ import { checkName } from "../lib/names.ts";
 import { readJson } from "./body.ts";
 import { durationIn, json, jsonText, optString } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
-import { isoTime, messageJson, requeuedJson } from "./wire.ts";
+import { isoTime, messagesText, messageText, requeuedJson } from "./wire.ts";
 import type { BatchAckAnswer, TouchAnswer } from "../protocol/wire.ts";
 import { schemaRef } from "../protocol/schemas.ts";
 import {
@@ -57,7 +57,7 @@ async function consume(req: Request, ctx: Ctx): Promise<Response> {
     if (!messages.length) {
       throw new BrokerError("queue_empty", `No message available in "${topic}"`);
     }
-    return JSON.stringify(limit === 1 ? messageJson(messages[0]!) : messages.map(messageJson));
+    return limit === 1 ? messageText(messages[0]!) : messagesText(messages);
   });
   return jsonText(body);
 }

@@ -13,7 +13,7 @@ import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
 import type { FeedEvent } from "../lib/subscribers.ts";
 import type { Ctx, Route } from "./router.ts";
-import { messageJson } from "./wire.ts";
+import { messageText } from "./wire.ts";
 import { query, type RouteDoc } from "./route_doc.ts";
 import { schemaRef } from "../protocol/schemas.ts";
 
@@ -50,13 +50,13 @@ function encoded(e: FeedEvent & { kind: "message" | "broadcast" }): Uint8Array {
   let bytes = built.get(e);
   if (!bytes) {
     const stored = e.kind === "message";
-    const data = JSON.stringify(messageJson({
+    const data = messageText({
       topic: e.topic,
       msg: e.msg,
       retryCount: stored ? e.retryCount : 0,
       reason: stored ? e.reason : undefined,
       group: stored ? e.origin ?? "" : "",
-    }));
+    });
     built.set(e, bytes = event({ id: stored ? e.seq : undefined, data }));
   }
   return bytes;

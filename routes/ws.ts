@@ -16,7 +16,7 @@ import type { Topic } from "../lib/topic.ts";
 import type { ErrorCode } from "../protocol/error_codes.ts";
 import type { WsServerFrame } from "../protocol/wire.ts";
 import type { Ctx, Route } from "./router.ts";
-import { messageJson } from "./wire.ts";
+import { messageFrameText as messageFrame } from "./wire.ts";
 import { MAX_FRAME_BYTES, MAX_PREFETCH, parseFrame } from "./ws_frames.ts";
 import type { RouteDoc } from "./route_doc.ts";
 import { schemaRef } from "../protocol/schemas.ts";
@@ -146,21 +146,14 @@ class Session {
     let byPattern = SPY_FRAMES.get(e);
     if (!byPattern) SPY_FRAMES.set(e, byPattern = new Map());
     let text = byPattern.get(pattern);
-    if (text === undefined) {
-      const frame: WsServerFrame = {
-        type: "message",
-        subscription: pattern,
-        message: messageJson(h),
-      };
-      byPattern.set(pattern, text = JSON.stringify(frame));
-    }
+    if (text === undefined) byPattern.set(pattern, text = messageFrame(pattern, h));
     if (this.socket.readyState === WebSocket.OPEN) this.socket.send(text);
     return true;
   }
 
   deliver(subscription: string, h: Handed, bounded: boolean): boolean {
     if (bounded && this.socket.bufferedAmount > this.maxBuffered) return false;
-    this.send({ type: "message", subscription, message: messageJson(h) });
+    if (this.socket.readyState === WebSocket.OPEN) this.socket.send(messageFrame(subscription, h));
     return true;
   }
 
