@@ -918,8 +918,8 @@ async function consume(o: Options, p: Plan): Promise<void> {
       let target = "", status: Status = "";
       if (limit === 100) {
         const pub64 = figures.publish.get(64);
-        target = "≥ 3 × publish @64";
-        status = pub64 ? verdict(rate >= 3 * pub64) : "n/a";
+        target = "≥ 250,000 msg/s";
+        status = verdict(rate >= 250_000);
         if (pub64) notes.push(`${(rate / pub64).toFixed(2)} × publish @64`);
       }
       row({
