@@ -77,6 +77,7 @@ const SECTIONS = [
   "replay",
   "large",
   "cluster",
+  "batch",
 ] as const;
 type Section = typeof SECTIONS[number];
 const CONNS = [1, 16, 64] as const;
@@ -809,6 +810,49 @@ async function publish(o: Options, p: Plan): Promise<void> {
   }
 }
 
+/** Messages per request and connections of the batch-publish row. */
+const BATCH_COUNT = 100;
+const BATCH_CONNS = 16;
+
+/**
+ * batch: POST /publish/bench/batch with 100 messages of 1 KiB (Base64 in a JSON array) over 16
+ * connections; messages/s. Target: ≥ 250,000 msg/s.
+ */
+async function batch(o: Options, p: Plan): Promise<void> {
+  await withBroker(o, 100_000_000, async (b) => {
+    const run = {
+      script: "publish_batch.lua",
+      threads: 1,
+      conns: BATCH_CONNS,
+      args: [String(BATCH_COUNT), "1024"],
+    };
+    await quiet();
+    await wrkTimed({ ...run, url: `${b.url}/publish/warm/batch`, seconds: p.warmS });
+    const fs0 = await fsyncHistogram(b.url);
+    const w = await wrkTimed({ ...run, url: `${b.url}/publish/bench/batch`, seconds: p.runS });
+    const fs1 = await fsyncHistogram(b.url);
+    const requests = w.requests - w.status_errors;
+    const rate = requests * BATCH_COUNT / (w.duration_us / 1e6);
+    log(`batch c=${BATCH_CONNS}: ${int(rate)} msg/s p99 ${ms(w.p99_us)}`);
+    row({
+      section: "11",
+      measure: `batch publish, ${BATCH_COUNT} × 1 KiB a request, msg/s`,
+      conns: String(BATCH_CONNS),
+      result: int(rate),
+      p50: ms(w.p50_us),
+      p99: ms(w.p99_us),
+      notes: [
+        `${int(requests / (w.duration_us / 1e6))} req/s`,
+        fsyncNote(fs0, fs1, requests * BATCH_COUNT),
+        errorsOf(w),
+        await busyNote(),
+      ].filter(Boolean).join("; "),
+      target: "≥ 250,000 msg/s",
+      status: w.status_errors ? "FAIL" : verdict(rate >= 250_000),
+    });
+  });
+}
+
 async function consume(o: Options, p: Plan): Promise<void> {
   for (const limit of [1, 100]) {
     await withBroker(o, Math.max(200_000, p.drainCount * 2), async (b) => {
@@ -1356,6 +1400,7 @@ const RUN: Record<Section, (o: Options, p: Plan) => Promise<void>> = {
   replay,
   large,
   cluster,
+  batch,
 };
 
 // ---------------------------------------------------------------- cluster
