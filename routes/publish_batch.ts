@@ -18,13 +18,12 @@ import { PRIORITIES } from "../lib/message.ts";
 import { checkName } from "../lib/names.ts";
 import { allocPayload, copyPayload } from "../lib/slab.ts";
 import { schemaRef } from "../protocol/schemas.ts";
-import type { BatchPublishAnswer } from "../protocol/wire.ts";
 import { readBody } from "./body.ts";
 import { describe, durationIn, jsonText } from "./http.ts";
 import { MAX_HEADER_BYTES, MAX_KEY_LENGTH } from "./publish.ts";
 import { durationSchema, query, type RouteDoc } from "./route_doc.ts";
 import type { Ctx, Route } from "./router.ts";
-import { publishedJson } from "./wire.ts";
+import { batchAnswerText } from "./wire.ts";
 
 /** Media types read as NDJSON (one message object per line); anything else JSON is an array. */
 const NDJSON_TYPES = new Set([
@@ -312,9 +311,8 @@ async function publishBatch(req: Request, ctx: Ctx): Promise<Response> {
   for (let i = 0; i < raw.length; i++) items[i] = parseItem(raw[i], i, autoKeys);
   const results = await ctx.broker.publishBatch(topic, items);
   ctx.metrics.observeBatch(items.length);
-  const answer: BatchPublishAnswer = { messages: results.map(publishedJson) };
   const stored = results.some((r) => !r.deduplicated);
-  return jsonText(JSON.stringify(answer), stored ? 201 : 200);
+  return jsonText(batchAnswerText(results), stored ? 201 : 200);
 }
 
 const MESSAGE_SCHEMA = {
