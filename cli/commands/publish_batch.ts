@@ -12,7 +12,16 @@ import type { Ctx } from "../context.ts";
 import { explain } from "../explain.ts";
 import { CliFailure, usage } from "../failure.ts";
 import { count } from "../format.ts";
-import type { PublishFlags } from "./publish.ts";
+
+/** The flags of `publish` that --batch reads (PublishFlags has them). */
+export interface BatchFlags {
+  ttl?: string;
+  delay?: string;
+  priority?: Priority;
+  key?: string;
+  header: [string, string][];
+  broadcast?: boolean;
+}
 
 /** Messages one request carries (the broker's limit). */
 const PER_REQUEST = 1000;
@@ -94,7 +103,7 @@ export async function publishBatchFile(
   ctx: Ctx,
   topic: string,
   file: string,
-  flags: PublishFlags,
+  flags: BatchFlags,
 ): Promise<void> {
   if (flags.key !== undefined || flags.broadcast) {
     throw usage(
