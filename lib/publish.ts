@@ -125,7 +125,7 @@ export function reserve(ctx: BrokerContext, name: string, payloadBytes: number):
 }
 
 /** Runs a budget check, counting a refusal on the topic when it exists. */
-export function counted<T>(topic: Topic | undefined, check: () => T): T {
+function counted<T>(topic: Topic | undefined, check: () => T): T {
   try {
     return check();
   } catch (e) {
