@@ -18,6 +18,8 @@ import {
 } from "../_support/http.ts";
 import { parseMetrics, valueOf } from "../_support/metrics.ts";
 import { startBroker, type TestBroker, withBroker } from "../_support/server.ts";
+import type { ClusterState, WriteRoute } from "../../lib/cluster/state.ts";
+import { clusterHook } from "../../routes/cluster.ts";
 
 const NDJSON = { "content-type": "application/x-ndjson" };
 
@@ -339,6 +341,34 @@ Deno.test("POST /publish/{topic}/batch needs the publish scope and refuses while
     assertProblem(await send("pub-k"), 503, "draining");
   } finally {
     b.broker.draining = false;
+    await b.close();
+  }
+});
+
+Deno.test("POST /publish/{topic}/batch on a follower is a 307 to the leader; 503 while electing", async () => {
+  let where: WriteRoute = { kind: "leader", url: "http://10.0.0.7:7800" };
+  const state = { route: () => where } as unknown as ClusterState;
+  const b = await startBroker({}, { before: [clusterHook(state)] });
+  try {
+    const send = () =>
+      fetch(`${b.url}/publish/t/batch?idempotency=auto`, {
+        method: "POST",
+        body: '[{"payload_text":"a"}]',
+        headers: { "content-type": "application/json" },
+        redirect: "manual",
+      });
+    const res = await send();
+    await res.body?.cancel();
+    assertEquals(res.status, 307);
+    assertEquals(
+      res.headers.get("location"),
+      "http://10.0.0.7:7800/publish/t/batch?idempotency=auto",
+    );
+    where = { kind: "electing" };
+    const electing = await send();
+    assertEquals([electing.status, (await electing.json()).code], [503, "electing"]);
+    assertEquals(b.broker.findTopic("t"), undefined, "nothing stored on the follower");
+  } finally {
     await b.close();
   }
 });
