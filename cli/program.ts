@@ -35,6 +35,7 @@ Exit codes: 0 ok, 1 the broker refused (its reason on stderr), 2 usage error, 3 
 Examples:
   ferry publish orders '{"sku":"a1"}' --header 'X-MQ-Trace: t-1'
   ferry publish orders -f a.json b.json      one message per file
+  ferry publish orders --batch msgs.ndjson   one message per line: {"payload_text":"…"}
   ferry consume orders --wait 10s --limit 5
   ferry tail orders --filter sku=a1
   ferry --json topics | jq '.[].name'`;
@@ -134,6 +135,10 @@ export function buildProgram(makeCtx: MakeCtx): Command {
     .option("--key <key>", "idempotency key: a repeat within 5 minutes is not stored again")
     .option("--header <header>", "an X-MQ-* header to store, 'X-MQ-Name: value'", header, [])
     .option("--broadcast", "hand to the consumers waiting now; not stored")
+    .option(
+      "--batch <file>",
+      "publish each line of an NDJSON file (- for stdin) as a message, 1,000 a request",
+    )
     .action(
       go((ctx, topic: string, data: string | undefined, o: PublishFlags) =>
         publish(ctx, topic, data, o)

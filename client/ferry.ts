@@ -6,6 +6,8 @@
 
 import type {
   BatchAckAnswer,
+  BatchPublishAnswer,
+  BatchPublishMessage,
   BroadcastAnswer,
   PublishAnswer,
   RequeueAnswer,
@@ -15,6 +17,7 @@ import { FerryAdmin, seg } from "./admin.ts";
 import { Http } from "./http.ts";
 import { MessageLoop, type MessagesOptions, type SettleListener } from "./messages.ts";
 import {
+  type BatchMessage,
   type ConsumeOptions,
   type Duration,
   durationText,
@@ -22,10 +25,11 @@ import {
   filterQuery,
   type GroupOptions,
   type Message,
+  type PublishBatchOptions,
   type PublishOptions,
   type RequeueOptions,
 } from "./options.ts";
-import { encodeBody, type PublishBody } from "./payload.ts";
+import { encodeBody, type PublishBody, toBase64 } from "./payload.ts";
 import { type EventStream, stream, type StreamOptions } from "./stream.ts";
 import { type Handler, type SubscribeOptions, Subscription } from "./subscribe.ts";
 
@@ -113,6 +117,53 @@ export class Ferry extends FerryAdmin {
       headers,
       idempotent: key !== undefined || opts.payloadKey === true,
     }, opts);
+  }
+
+  /**
+   * Publishes many messages in one request (POST /publish/{topic}/batch, at most 1,000), all or
+   * nothing: a refused batch stores none of them. A string is sent as text, bytes as they are.
+   * Resolves with one answer per message, in order (`deduplicated: true` for a repeated key).
+   * Retried after a lost connection only when every message carries an idempotency key (or
+   * with `payloadKey`).
+   */
+  async publishBatch(
+    topic: string,
+    messages: readonly (string | Uint8Array | BatchMessage)[],
+    opts: PublishBatchOptions = {},
+  ): Promise<PublishAnswer[]> {
+    if (messages.length === 0) return [];
+    let keyed = true;
+    const items = messages.map((m): BatchPublishMessage => {
+      const msg: BatchMessage = typeof m === "string" || m instanceof Uint8Array
+        ? { payload: m }
+        : m;
+      const item: BatchPublishMessage = typeof msg.payload === "string"
+        ? { payload_text: msg.payload }
+        : { payload: toBase64(msg.payload) };
+      if (msg.ttl !== undefined) item.ttl = durationText(msg.ttl);
+      if (msg.delay !== undefined) item.delay = durationText(msg.delay);
+      if (msg.priority !== undefined) item.priority = msg.priority;
+      let key = msg.idempotencyKey ?? (this.#autoKey ? "auto" : undefined);
+      if (key === "auto") key = crypto.randomUUID();
+      if (key !== undefined) item.idempotency_key = key;
+      else keyed = false;
+      if (msg.headers) {
+        item.headers = {};
+        for (const [name, value] of Object.entries(msg.headers)) {
+          item.headers[/^x-mq-/i.test(name) ? name : `X-MQ-${name}`] = value;
+        }
+      }
+      if (msg.contentType !== undefined) item.content_type = msg.contentType;
+      return item;
+    });
+    const answer = await this.call<BatchPublishAnswer>({
+      method: "POST",
+      path: `/publish/${seg(topic)}/batch`,
+      query: { idempotency: opts.payloadKey ? "auto" : undefined },
+      json: items,
+      idempotent: keyed || opts.payloadKey === true,
+    }, opts);
+    return answer.messages;
   }
 
   /**

@@ -31,6 +31,7 @@ export {
   type MessagesOptions,
 } from "./messages.ts";
 export type {
+  BatchMessage,
   CallOptions,
   ConsumeOptions,
   Duration,
@@ -38,6 +39,7 @@ export type {
   Filter,
   GroupOptions,
   Message,
+  PublishBatchOptions,
   PublishOptions,
   RequeueOptions,
   TopicOptions,
@@ -48,6 +50,7 @@ export { type Handler, type SubscribeOptions, Subscription } from "./subscribe.t
 export type { ErrorCode } from "../protocol/error_codes.ts";
 export type {
   BatchAckAnswer,
+  BatchPublishAnswer,
   BroadcastAnswer,
   ClusterStatus,
   DeleteAnswer,

@@ -81,6 +81,27 @@ export interface PublishOptions extends CallOptions {
   contentType?: string;
 }
 
+/** One message of `publishBatch` with options of its own; the payload alone also does. */
+export interface BatchMessage {
+  /** Text (sent as `payload_text`) or bytes (sent Base64). */
+  payload: string | Uint8Array;
+  ttl?: Duration;
+  delay?: Duration;
+  priority?: Priority;
+  /** As for `publish`; `"auto"` makes a fresh UUID for this message. */
+  idempotencyKey?: string | "auto";
+  /** Stored headers: names without an `X-MQ-` prefix get one. */
+  headers?: Record<string, string>;
+  /** Content-Type webhooks POST it with. */
+  contentType?: string;
+}
+
+/** Options of `publishBatch`. */
+export interface PublishBatchOptions extends CallOptions {
+  /** Let the broker key each message without a key on the SHA-256 of its payload; retried. */
+  payloadKey?: boolean;
+}
+
 /** Options of `consume`. */
 export interface ConsumeOptions extends CallOptions {
   /** Messages to take at most, 1–1000 (default 1). */

@@ -26,6 +26,17 @@ export function encodeBody(body: PublishBody): { data: string | Uint8Array; type
   return { data: json, type: "application/json" };
 }
 
+/** Base64 of bytes: `toBase64()` where the platform has it (Deno, new browsers), else `btoa`. */
+export function toBase64(bytes: Uint8Array): string {
+  const native = (bytes as Uint8Array & { toBase64?: () => string }).toBase64;
+  if (typeof native === "function") return native.call(bytes);
+  let bin = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(bin);
+}
+
 /** The payload bytes of a message. */
 export function payloadBytes(msg: Pick<Message, "payload">): Uint8Array {
   const bin = atob(msg.payload);

@@ -21,6 +21,7 @@ import { MemoryBudget } from "./memory.ts";
 import { checkName } from "./names.ts";
 import { loadNodeId } from "./node_id.ts";
 import * as publishing from "./publish.ts";
+import { type BatchItem, publishBatch } from "./publish_batch.ts";
 import { recover, type RecoveryReport } from "./recovery.ts";
 import { Scheduler, TICK_MS } from "./scheduler.ts";
 import type { ClusterState } from "./cluster/state.ts";
@@ -40,6 +41,7 @@ import { type MetaRecord, RecordType } from "./wal_record.ts";
 
 export type { ConsumeOptions, Handed, Leased, Requeued } from "./deliveries.ts";
 export type { Published, PublishOptions } from "./publish.ts";
+export type { BatchItem } from "./publish_batch.ts";
 
 /** Options of Broker.open. */
 export interface OpenOptions {
@@ -241,6 +243,12 @@ export class Broker implements BrokerContext {
   publish(name: string, payload: Uint8Array, opts?: publishing.PublishOptions) {
     this.#gate();
     return publishing.publish(this, name, payload, opts);
+  }
+
+  /** Stores many messages at once, all or nothing, with one WAL batch (publish_batch.ts). */
+  publishBatch(name: string, items: readonly BatchItem[]) {
+    this.#gate();
+    return publishBatch(this, name, items);
   }
 
   reserve(name: string, payloadBytes: number): () => void {

@@ -9,6 +9,10 @@ import { formatDuration, parseDuration } from "./duration.ts";
 export const MAX_PAYLOAD_BYTES = 2 * 1024 * 1024;
 /** Largest JSON body of the control endpoints (requeue carries a whole message). */
 export const MAX_JSON_BODY_BYTES = 4 * 1024 * 1024;
+/** Most messages one batch publish (POST /publish/{topic}/batch) carries. */
+export const MAX_BATCH_MESSAGES = 1000;
+/** Largest batch publish body: room for 1,000 Base64 messages of about 12 KiB each. */
+export const MAX_BATCH_BODY_BYTES = 16 * 1024 * 1024;
 /** How long an idempotency key suppresses duplicates. */
 export const IDEMPOTENCY_WINDOW_MS = 5 * 60_000;
 /** Retry count at which a message moves to `{topic}.dlq`. */

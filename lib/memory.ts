@@ -73,9 +73,12 @@ export class MemoryBudget {
     };
   }
 
-  /** Throws `memory_full` when holding `payloadBytes` more would pass the budget. */
-  admit(topic: string, payloadBytes: number): void {
-    const need = heldSize(payloadBytes);
+  /**
+   * Throws `memory_full` when holding `payloadBytes` more, in `messages` messages, would pass
+   * the budget.
+   */
+  admit(topic: string, payloadBytes: number, messages = 1): void {
+    const need = payloadBytes + messages * MESSAGE_OVERHEAD_BYTES;
     if (this.held + need <= this.budget) return;
     const over = this.held + need - this.budget;
     const wait = this.drainRate > 0 ? Math.ceil(over / this.drainRate) : RETRY_MAX_S / 4;

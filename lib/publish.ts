@@ -139,16 +139,33 @@ function counted<T>(topic: Topic | undefined, check: () => T): T {
  * topic refuses it (429 queue_full), a `drop-oldest` one drops its oldest messages.
  */
 function makeRoom(ctx: BrokerContext, topic: Topic, payloadBytes: number, now: number): void {
+  makeRoomFor(ctx, topic, 1, heldSize(payloadBytes), now);
+}
+
+/**
+ * Applies the topic's caps to `count` more messages that need `need` bytes in all, at once
+ * (a batch publish): all of them fit, or none is stored. A `drop-oldest` topic drops what it
+ * must; a batch larger than the caps themselves is refused whatever the policy.
+ */
+export function makeRoomFor(
+  ctx: BrokerContext,
+  topic: Topic,
+  count: number,
+  need: number,
+  now: number,
+): void {
   const { maxMessages } = ctx.effective(topic);
   const maxBytes = topic.settings.maxBytes || Infinity;
-  const need = heldSize(payloadBytes);
-  const overCount = topic.messages.size + 1 - maxMessages;
+  const overCount = topic.messages.size + count - maxMessages;
   const overBytes = topic.storedBytes + need - maxBytes;
   if (overCount <= 0 && overBytes <= 0) return;
-  if (topic.settings.policy === "reject" || need > maxBytes) {
-    topic.counters.rejectedQueueFull++;
+  if (topic.settings.policy === "reject" || need > maxBytes || count > maxMessages) {
+    topic.counters.rejectedQueueFull += count;
+    const what = count === 1 ? "the message needs" : `the ${count} messages need`;
     const why = need > maxBytes
-      ? `the message needs ${need} bytes, more than its max_bytes of ${maxBytes}`
+      ? `${what} ${need} bytes, more than its max_bytes of ${maxBytes}`
+      : count > maxMessages
+      ? `the batch of ${count} messages is more than its limit of ${maxMessages}`
       : overCount > 0
       ? `queue holds ${topic.messages.size} messages (limit ${maxMessages})`
       : `queue holds ${topic.storedBytes} bytes (max_bytes ${maxBytes})`;

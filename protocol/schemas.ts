@@ -122,6 +122,17 @@ export const SCHEMAS = {
     },
     required: ["id", "topic", "timestamp", "priority", "deduplicated"],
   },
+  BatchPublishAnswer: {
+    type: "object",
+    properties: {
+      messages: {
+        type: "array",
+        items: ref("PublishAnswer"),
+        description: "One answer per message of the request, in its order.",
+      },
+    },
+    required: ["messages"],
+  },
   BroadcastAnswer: {
     type: "object",
     properties: {

@@ -43,6 +43,24 @@ export interface PublishAnswer {
   expires_at?: string;
 }
 
+/** POST /publish/{topic}/batch: one answer per message, in order. */
+export interface BatchPublishAnswer {
+  messages: PublishAnswer[];
+}
+
+/** One message of POST /publish/{topic}/batch: `payload` (Base64) or `payload_text`. */
+export interface BatchPublishMessage {
+  payload?: string;
+  payload_text?: string;
+  ttl?: string;
+  delay?: string;
+  priority?: Priority;
+  idempotency_key?: string;
+  /** `X-MQ-*` names. */
+  headers?: Record<string, string>;
+  content_type?: string;
+}
+
 /** POST /publish/{topic}?broadcast=true. */
 export interface BroadcastAnswer {
   broadcast: true;

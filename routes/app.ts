@@ -18,6 +18,7 @@ import {
   Router,
 } from "./router.ts";
 import { publishRoutes } from "./publish.ts";
+import { publishBatchRoutes } from "./publish_batch.ts";
 import { consumeRoutes } from "./consume.ts";
 import { adminRoutes } from "./admin.ts";
 import { dashboardRoutes } from "./dashboard.ts";
@@ -34,6 +35,7 @@ import { referenceRoutes } from "./reference.ts";
 export const ROUTES: Route[] = [
   ...healthRoutes,
   ...publishRoutes,
+  ...publishBatchRoutes,
   ...consumeRoutes,
   ...adminRoutes,
   ...dashboardRoutes,

@@ -44,6 +44,8 @@ export const FSYNC_BUCKETS_S = [
   0.5,
   1,
 ];
+/** Upper bounds of ferry_publish_batch_messages (messages per batch publish). */
+export const BATCH_BUCKETS = [1, 10, 50, 100, 250, 500, 1000];
 /** Route label of requests that matched no route (404, 405): never the raw path. */
 export const UNMATCHED = "unmatched";
 
@@ -88,6 +90,8 @@ export class Metrics {
   readonly registry = new Registry();
   readonly contentType = Registry.PROMETHEUS_CONTENT_TYPE;
   readonly fsync = new Buckets(FSYNC_BUCKETS_S);
+  /** Messages per batch publish request. */
+  readonly batch = new Buckets(BATCH_BUCKETS);
   readonly #routes = new Map<string, RouteStats>();
   /** Webhook POST durations per topic. */
   readonly #webhooks = new Map<string, Buckets>();
@@ -291,6 +295,11 @@ export class Metrics {
       () => [[{}, this.fsync]],
     );
     this.#histogram(
+      "ferry_publish_batch_messages",
+      "Messages per batch publish request (POST /publish/{topic}/batch) that was stored",
+      () => [[{}, this.batch]],
+    );
+    this.#histogram(
       "ferry_webhook_duration_seconds",
       "Time from a webhook POST to its answer (or failure), per topic",
       () => [...this.#webhooks].map(([topic, b]) => [{ topic }, b]),
@@ -312,6 +321,11 @@ export class Metrics {
     }
     s.codes.set(code, (s.codes.get(code) ?? 0) + 1);
     s.durations.observe(seconds);
+  }
+
+  /** Counts one batch publish of `messages` messages. */
+  observeBatch(messages: number): void {
+    this.batch.observe(messages);
   }
 
   /** For Broker.open's `onFsync`. */

@@ -224,7 +224,7 @@ function operation(route: Route, doc: RouteDoc, schemas: Json): Json {
     op.requestBody = {
       required: body.required,
       ...(body.description ? { description: body.description } : {}),
-      content: jsonContent(schema),
+      content: { ...jsonContent(schema), ...body.also },
     };
   } else if (body?.kind === "raw") {
     // JSON Schema counts characters, not bytes: the byte limit is an extension.

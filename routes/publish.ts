@@ -14,8 +14,10 @@ import { schemaRef } from "../protocol/schemas.ts";
 import type { Ctx, Route } from "./router.ts";
 import { boolQuery, durationQuery, query, type RouteDoc } from "./route_doc.ts";
 
-const MAX_KEY_LENGTH = 256;
-const MAX_HEADER_BYTES = 16 * 1024;
+/** Longest idempotency key. */
+export const MAX_KEY_LENGTH = 256;
+/** Most bytes of stored headers (names and values) one message carries. */
+export const MAX_HEADER_BYTES = 16 * 1024;
 
 /** Parses a priority name; 400 for anything but high, normal or low. */
 export function parsePriority(v: unknown): number | undefined {

@@ -35,7 +35,15 @@ export interface Param {
 
 /** A request body: JSON (optionally named, for generated clients) or raw bytes. */
 export type Body =
-  | { kind: "json"; schema: Schema; name?: string; required: boolean; description?: string }
+  | {
+    kind: "json";
+    schema: Schema;
+    name?: string;
+    required: boolean;
+    description?: string;
+    /** Other media types the body may be sent as, besides `application/json`. */
+    also?: Record<string, { schema: Schema }>;
+  }
   | { kind: "raw"; description: string; maxBytes: number };
 
 /** One success answer. */

@@ -150,6 +150,26 @@ export function publishedJson(p: Published): PublishAnswer {
   return out;
 }
 
+/**
+ * The answer to a batch publish, `{"messages":[PublishAnswer, ...]}`, written as text: the same
+ * JSON as `JSON.stringify({ messages: results.map(publishedJson) })` (a test holds them equal)
+ * at a fraction of its cost, since a batch answers up to 1,000 of them. Ids, topic names and
+ * times need no escaping (UUIDs, names of `A-Z a-z 0-9 . _ -`, ISO times).
+ */
+export function batchAnswerText(results: readonly Published[]): string {
+  let out = '{"messages":[';
+  for (let i = 0; i < results.length; i++) {
+    const p = results[i]!;
+    out += `${i ? "," : ""}{"id":"${p.id}","topic":"${p.topic}","timestamp":"${
+      isoTime(p.timestamp)
+    }","priority":"${PRIORITIES[p.priority]!}","deduplicated":${p.deduplicated}`;
+    if (p.visibleAt) out += `,"visible_at":"${isoTime(p.visibleAt)}"`;
+    if (p.expiresAt) out += `,"expires_at":"${isoTime(p.expiresAt)}"`;
+    out += "}";
+  }
+  return out + "]}";
+}
+
 /** The answer to POST /requeue. */
 export function requeuedJson(id: string, topic: string, r: Requeued): RequeueAnswer {
   return {

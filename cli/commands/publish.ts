@@ -12,6 +12,7 @@ import { explain } from "../explain.ts";
 import { CliFailure, usage } from "../failure.ts";
 import { count, relative } from "../format.ts";
 import { table } from "../table.ts";
+import { publishBatchFile } from "./publish_batch.ts";
 
 /** The flags of `publish`, checked by the parser. */
 export interface PublishFlags {
@@ -22,6 +23,8 @@ export interface PublishFlags {
   key?: string;
   header: [string, string][];
   broadcast?: boolean;
+  /** An NDJSON file (or `-`) of messages, one a line (publish_batch.ts). */
+  batch?: string;
 }
 
 type Answer = PublishAnswer | BroadcastAnswer;
@@ -36,6 +39,12 @@ export async function publish(
   data: string | undefined,
   flags: PublishFlags,
 ): Promise<void> {
+  if (flags.batch !== undefined) {
+    if (data !== undefined || flags.file?.length) {
+      throw usage("Give the messages as --batch FILE, or the data or -f FILE…, not both");
+    }
+    return await publishBatchFile(ctx, topic, flags.batch, flags);
+  }
   if (data !== undefined && flags.file?.length) {
     throw usage("Give the data as an argument, as -f FILE… or as - for stdin, not both");
   }

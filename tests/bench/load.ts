@@ -83,6 +83,7 @@ const SECTIONS = [
   "replay",
   "large",
   "cluster",
+  "batch",
 ] as const;
 type Section = typeof SECTIONS[number];
 const CONNS = [1, 16, 64] as const;
@@ -881,6 +882,65 @@ async function publish(o: Options, p: Plan): Promise<void> {
   }
 }
 
+/** Messages per request and connections of the batch-publish row. */
+const BATCH_COUNT = 100;
+const BATCH_CONNS = 16;
+
+/**
+ * batch: POST /publish/bench/batch with 100 messages of 1 KiB (Base64 in a JSON array) over 16
+ * connections; messages/s, beside the bare Deno.serve ceiling (tests/bench/ceiling.ts) reading
+ * the same 140 KB bodies in the same run. Target: ≥ 250,000 msg/s.
+ */
+async function batch(o: Options, p: Plan): Promise<void> {
+  const run = {
+    script: "publish_batch.lua",
+    threads: 1,
+    conns: BATCH_CONNS,
+    args: [String(BATCH_COUNT), "1024"],
+  };
+  const msgsPerSecond = (w: WrkResult) =>
+    (w.requests - w.status_errors) * BATCH_COUNT / (w.duration_us / 1e6);
+  const srv = await spawnServer(join(HERE, "ceiling.ts"), ["--port", "0"], ["-A"]);
+  let ceil: number;
+  try {
+    await quiet();
+    await wrkTimed({ ...run, url: `${srv.url}/publish/ceiling/batch`, seconds: p.warmS });
+    ceil = msgsPerSecond(
+      await wrkTimed({ ...run, url: `${srv.url}/publish/ceiling/batch`, seconds: p.runS }),
+    );
+  } finally {
+    await srv.stop("SIGKILL");
+  }
+  log(`batch ceiling c=${BATCH_CONNS}: ${int(ceil)} msg/s`);
+  await withBroker(o, 100_000_000, async (b) => {
+    await quiet();
+    await wrkTimed({ ...run, url: `${b.url}/publish/warm/batch`, seconds: p.warmS });
+    const fs0 = await fsyncHistogram(b.url);
+    const w = await wrkTimed({ ...run, url: `${b.url}/publish/bench/batch`, seconds: p.runS });
+    const fs1 = await fsyncHistogram(b.url);
+    const requests = w.requests - w.status_errors;
+    const rate = msgsPerSecond(w);
+    log(`batch c=${BATCH_CONNS}: ${int(rate)} msg/s p99 ${ms(w.p99_us)}`);
+    row({
+      section: "11",
+      measure: `batch publish, ${BATCH_COUNT} × 1 KiB a request, msg/s`,
+      conns: String(BATCH_CONNS),
+      result: int(rate),
+      p50: ms(w.p50_us),
+      p99: ms(w.p99_us),
+      notes: [
+        `${int(requests / (w.duration_us / 1e6))} req/s`,
+        `${pct(rate / ceil)} of bare Deno.serve reading the same bodies (${int(ceil)} msg/s)`,
+        fsyncNote(fs0, fs1, requests * BATCH_COUNT),
+        errorsOf(w),
+        await busyNote(),
+      ].filter(Boolean).join("; "),
+      target: "≥ 250,000 msg/s",
+      status: w.status_errors ? "FAIL" : verdict(rate >= 250_000),
+    });
+  });
+}
+
 async function consume(o: Options, p: Plan): Promise<void> {
   for (const limit of [1, 100]) {
     await withBroker(o, Math.max(200_000, p.drainCount * 2), async (b) => {
@@ -1447,6 +1507,7 @@ const RUN: Record<Section, (o: Options, p: Plan) => Promise<void>> = {
   replay,
   large,
   cluster,
+  batch,
 };
 
 // ---------------------------------------------------------------- cluster

@@ -131,6 +131,40 @@ Deno.test("ferry publish - reads stdin; -f publishes each file in order", () =>
     ]);
   }));
 
+Deno.test("ferry publish --batch sends each NDJSON line as a message, all or nothing", () =>
+  withBroker(async (url) => {
+    const lines = [
+      '{"payload_text":"a","idempotency_key":"k-a"}',
+      "",
+      '{"payload":"AP8H","priority":"high","headers":{"X-MQ-Src":"file"}}',
+      '{"payload_text":"c"}',
+    ].join("\n");
+    const text = await ok(url, ["publish", "orders", "--batch", "-", "--ttl", "1h"], lines);
+    assertEquals(text, 'Published 3 messages to "orders"\n');
+    const json = JSON.parse(
+      await ok(url, ["--json", "publish", "orders", "--batch", "-"], lines.split("\n")[0]),
+    ) as (PublishAnswer & { line: number })[];
+    assertEquals(json.map((a) => [a.line, a.deduplicated]), [[1, true]]);
+    const got = JSON.parse(await ok(url, ["--json", "consume", "orders", "--limit", "10"]));
+    assertEquals(got.map((m: MessageJson) => m.payload), ["AP8H", "YQ==", "Yw=="]);
+    assert(got.every((m: MessageJson) => m.expires_at), "--ttl applies to every line");
+    assertEquals(got[0].headers, { "x-mq-src": "file" });
+
+    const bad = await ferry(["publish", "orders", "--batch", "-"], {
+      url,
+      stdin: '{"payload_text":"x"}\n{"payload_text":"y","ttl":"soon"}\n',
+    });
+    assertEquals(bad.code, 1);
+    assertMatch(bad.stderr, /lines 1-2 .*messages\[1\]\.ttl/);
+    const usageErr = await ferry(["publish", "orders", "--batch", "-"], { url, stdin: "[1]" });
+    assertEquals([usageErr.code, usageErr.stderr], [
+      2,
+      'ferry: Line 1: expected a JSON object like {"payload_text":"…"}\n',
+    ]);
+    const empty = await ferry(["--json", "consume", "orders"], { url });
+    assertEquals([empty.code, JSON.parse(empty.stdout)], [1, []], "nothing of a refused batch");
+  }));
+
 Deno.test("ferry publish --broadcast reaches the waiting consumers only", () =>
   withBroker(async (url) => {
     assertEquals(

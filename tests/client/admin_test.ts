@@ -172,8 +172,7 @@ Deno.test("some Ferry method reaches every route of the broker's route table", a
     await ferry.createTopic("cov2");
     await ferry.createGroup("cov", "g");
     await ferry.groups("cov");
-    await ferry.publish("cov", "a");
-    await ferry.publish("cov", "b");
+    await ferry.publishBatch("cov", ["a", "b"]);
     const [a, b] = await ferry.consume("cov", { limit: 2 });
     await ferry.touch("cov", a!.id);
     await ferry.ack("cov", a!.id);

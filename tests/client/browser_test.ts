@@ -40,6 +40,10 @@ try {
   result.afterAck = (await ferry.consume("from-browser")).length;
   result.error = await ferry.consume("bad name!").catch((e) => [e instanceof FerryError, e.code]);
 
+  const batch = await ferry.publishBatch("batch", ["text", new Uint8Array([0, 255, 7])]);
+  const taken = await ferry.consume("batch", { limit: 2, autoAck: true });
+  result.batch = [batch.map((p) => p.id).join() === taken.map((m) => m.id).join(),
+    taken.map((m) => m.payload)];
   for (const t of ["a", "b"]) await ferry.publish("loop", t);
   const ac = new AbortController();
   result.looped = [];
@@ -128,6 +132,7 @@ Deno.test({
         roundTrip: { same: true, payload: { hello: "chromium" } },
         afterAck: 0,
         error: [true, "invalid_name"],
+        batch: [true, ["dGV4dA==", "AP8H"]],
         looped: ["a", "b"],
         socket: ["job:over the socket", "spy:over the socket"],
         streamed: "over the socket",

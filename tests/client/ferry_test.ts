@@ -114,6 +114,54 @@ Deno.test("Ferry.publish() with durations in ms or text, a delay, and a broadcas
   });
 });
 
+Deno.test("Ferry.publishBatch() sends text, bytes and per-message options in one request", async () => {
+  await withBroker({}, async (ctx) => {
+    const rec = recording();
+    const ferry = new Ferry({ url: ctx.url, fetch: rec.fetch });
+    const bytes = new Uint8Array([0, 1, 254, 255]);
+    const answers = await ferry.publishBatch("batch", [
+      "plain",
+      bytes,
+      { payload: "opts", priority: "high", ttl: 60_000, headers: { trace: "t-1" } },
+      { payload: "later", delay: "5s", idempotencyKey: "k-1", contentType: "text/plain" },
+    ]);
+    assertEquals(rec.sent.length, 1, "one request");
+    assertEquals(rec.sent[0]!.url.pathname, "/publish/batch/batch");
+    assertEquals(JSON.parse(rec.sent[0]!.body)[2], {
+      payload_text: "opts",
+      ttl: "1m",
+      priority: "high",
+      headers: { "X-MQ-trace": "t-1" },
+    });
+    assertEquals(answers.length, 4);
+    for (const a of answers) assertMatch(a.id, UUID_V7);
+    assertEquals([answers[2]!.priority, typeof answers[2]!.expires_at], ["high", "string"]);
+    assert(answers[3]!.visible_at, "a delay gives visible_at");
+    const got = await ferry.consume("batch", { limit: 10 });
+    assertEquals(got.map((m) => m.id), [answers[2]!.id, answers[0]!.id, answers[1]!.id]);
+    assertEquals(payloadBytes(got[2]!), bytes);
+    assertEquals([payloadText(got[1]!), got[0]!.headers], ["plain", { "x-mq-trace": "t-1" }]);
+
+    const again = await ferry.publishBatch("batch", [{ payload: "x", idempotencyKey: "k-1" }]);
+    assertEquals([again[0]!.id, again[0]!.deduplicated], [answers[3]!.id, true]);
+    assertEquals(await ferry.publishBatch("batch", []), [], "nothing to send, no request");
+    assertEquals(rec.sent.length, 3);
+  });
+});
+
+Deno.test("Ferry.publishBatch() refused: a FerryError naming the item, nothing stored", async () => {
+  await withBroker({}, async (ctx) => {
+    const ferry = new Ferry({ url: ctx.url });
+    const e = await ferry.publishBatch("batch", ["a", { payload: "b", ttl: "soon" }]).catch((
+      e,
+    ) => e);
+    assert(e instanceof FerryError);
+    assertEquals([e.status, e.code], [400, "invalid_duration"]);
+    assertMatch(e.detail, /messages\[1\]\.ttl/);
+    assertEquals(await ferry.consume("batch"), []);
+  });
+});
+
 Deno.test("Ferry.consume() passes limit, group, peek, filter, autoAck and visibility", async () => {
   await withBroker({}, async (ctx) => {
     const ferry = new Ferry({ url: ctx.url });

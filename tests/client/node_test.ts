@@ -41,6 +41,10 @@ try {
 } catch (e) {
   out.error = { isFerryError: e instanceof FerryError, status: e.status, code: e.code };
 }
+const batch = await ferry.publishBatch("batch", ["text", new Uint8Array([0, 255, 7])]);
+const taken = await ferry.consume("batch", { limit: 2, autoAck: true });
+out.batch = { ids: batch.map((p) => p.id).join() === taken.map((m) => m.id).join(),
+  payloads: taken.map((m) => m.payload) };
 for (const t of ["a", "b", "c"]) await ferry.publish("loop", t);
 const ac = new AbortController();
 const looped = [];
@@ -119,6 +123,7 @@ Deno.test({
         headers: { "x-mq-trace": "n1" },
       });
       assertEquals(out.after, 0, "acked");
+      assertEquals(out.batch, { ids: true, payloads: ["dGV4dA==", "AP8H"] }, "btoa, not toBase64");
       assertEquals(out.error, { isFerryError: true, status: 400, code: "invalid_name" });
       assertEquals([out.looped, out.leftInFlight], [["a", "b", "c"], 0]);
       assertEquals(out.streamed, "streamed to node");

@@ -21,6 +21,7 @@ const SAME: Record<string, true> = {
   ErrorCode: true satisfies Same<Of<"ErrorCode">, ErrorCode> as true,
   Message: true satisfies Same<Of<"Message">, W.MessageJson> as true,
   PublishAnswer: true satisfies Same<Of<"PublishAnswer">, W.PublishAnswer> as true,
+  BatchPublishAnswer: true satisfies Same<Of<"BatchPublishAnswer">, W.BatchPublishAnswer> as true,
   BroadcastAnswer: true satisfies Same<Of<"BroadcastAnswer">, W.BroadcastAnswer> as true,
   BatchAckAnswer: true satisfies Same<Of<"BatchAckAnswer">, W.BatchAckAnswer> as true,
   RequeueAnswer: true satisfies Same<Of<"RequeueAnswer">, W.RequeueAnswer> as true,

@@ -163,6 +163,49 @@ contractTest("publish, consume, ack, requeue, touch and their refusals", async (
   });
 });
 
+contractTest("batch publish and its refusals", async () => {
+  await withContract({}, async (c, b) => {
+    const call = c.call.bind(c, b);
+    const items = [
+      { payload_text: "a", idempotency_key: "k-1", ttl: "1h", priority: "high" },
+      { payload: "Yg==", delay: "1m", headers: { "X-MQ-Trace": "t" }, content_type: "text/plain" },
+    ];
+    const stored = expect(await call("POST", "/publish/orders/batch", { json: items }), 201);
+    assertEquals(stored.messages.length, 2);
+    const dup = [{ payload_text: "again", idempotency_key: "k-1" }];
+    expect(await call("POST", "/publish/orders/batch", { json: dup }), 200);
+    expect(
+      await call("POST", "/publish/orders/batch?idempotency=auto", {
+        body: '{"payload_text":"x"}\n{"payload_text":"x"}\n',
+        headers: { "content-type": "application/x-ndjson" },
+      }),
+      201,
+    );
+    const bad = [{ payload_text: "a" }, { payload: "!" }];
+    expect(await call("POST", "/publish/orders/batch", { json: bad }), 400, "invalid_parameter");
+    const late = [{ payload_text: "a", ttl: "5x" }];
+    expect(await call("POST", "/publish/orders/batch", { json: late }), 400, "invalid_duration");
+    expect(await call("POST", "/publish/orders/batch", { json: [] }), 400, "empty_body");
+    expect(await call("POST", "/publish/orders/batch", { body: "[" }), 400, "bad_request");
+    expect(await call("POST", "/publish/a..b/batch", { json: items }), 400, "invalid_name");
+    const big = [{ payload: "A".repeat(2_900_000) }];
+    expect(await call("POST", "/publish/orders/batch", { json: big }), 413, "payload_too_large");
+  });
+  await withContract({ maxTopics: 1 }, async (c, b) => {
+    const call = c.call.bind(c, b);
+    const two = { name: "two", max_messages: 2 };
+    expect(await call("POST", "/api/topics", { json: two }), 201);
+    const three = Array(3).fill({ payload_text: "x" });
+    expect(await call("POST", "/publish/two/batch", { json: three }), 429, "queue_full");
+    const one = [{ payload_text: "x" }];
+    expect(await call("POST", "/publish/other/batch", { json: one }), 403, "topic_limit_reached");
+  });
+  await withContract({ maxMemoryBytes: 64 * 1024 }, async (c, b) => {
+    const big = [{ payload: "A".repeat(96 * 1024) }];
+    expect(await c.call(b, "POST", "/publish/m/batch", { json: big }), 429, "memory_full");
+  });
+});
+
 contractTest("topics, groups, queues, redrive, purge and delete", async () => {
   await withContract({}, async (c, b) => {
     const call = c.call.bind(c, b);

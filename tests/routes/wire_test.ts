@@ -1,13 +1,15 @@
 import { assertEquals } from "../_support/assert.ts";
 import {
+  batchAnswerText,
   isoTime,
   messageFrameText,
   messageJson,
   messagesText,
   messageText,
+  publishedJson,
 } from "../../routes/wire.ts";
 import type { WsServerFrame } from "../../protocol/wire.ts";
-import { Broker, type Handed } from "../../lib/broker.ts";
+import { Broker, type Handed, type Published } from "../../lib/broker.ts";
 import { defaultConfig } from "../../lib/config.ts";
 
 Deno.test("isoTime() equals Date.prototype.toISOString for any millisecond", () => {
@@ -66,5 +68,41 @@ Deno.test("messageText() and messagesText() write exactly JSON.stringify of mess
   } finally {
     await broker.close();
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("batchAnswerText() writes what JSON.stringify of the publish answers does", () => {
+  const t = Date.UTC(2026, 10, 23, 1, 2, 3, 45);
+  const results: Published[] = [
+    {
+      id: "0190b8a2-0000-7000-8000-000000000001",
+      topic: "orders.eu-1_x",
+      timestamp: t,
+      priority: 1,
+      deduplicated: false,
+      visibleAt: 0,
+      expiresAt: 0,
+    },
+    {
+      id: "0190b8a2-0000-7000-8000-000000000002",
+      topic: "orders.eu-1_x",
+      timestamp: t + 7,
+      priority: 0,
+      deduplicated: false,
+      visibleAt: t + 5_000,
+      expiresAt: t + 60_000,
+    },
+    {
+      id: "0190b8a2-0000-7000-8000-000000000001",
+      topic: "orders.eu-1_x",
+      timestamp: t - 999,
+      priority: 2,
+      deduplicated: true,
+      visibleAt: 0,
+      expiresAt: t + 1,
+    },
+  ];
+  for (const list of [results, results.slice(0, 1), []]) {
+    assertEquals(batchAnswerText(list), JSON.stringify({ messages: list.map(publishedJson) }));
   }
 });
