@@ -27,7 +27,11 @@ export class Compactor {
 
   /** Starts a compaction of `topic` when it is due (called by the sweep). */
   maybeCompact(topic: Topic, now: number): void {
-    if (this.#compacting.has(topic) || !this.#oversized(topic)) return;
+    if (this.#compacting.has(topic)) return;
+    if (!this.#oversized(topic)) {
+      this.#againAt.delete(topic); // in proportion again: nothing to retry
+      return;
+    }
     const noGain = this.#noGain.get(topic);
     if (noGain !== undefined && topic.wal.bytes < 2 * noGain) return;
     const retryAt = this.#againAt.get(topic);
@@ -39,6 +43,13 @@ export class Compactor {
     this.compact(topic).catch((e) =>
       this.log.error("compaction failed", { topic: topic.name, error: e })
     );
+  }
+
+  /** When a retry of a compaction that left a file oversized is due (Infinity: none). */
+  nextRetry(): number {
+    let at = Infinity;
+    for (const t of this.#againAt.values()) at = Math.min(at, t);
+    return at;
   }
 
   /** Forgets a deleted topic. */
@@ -59,6 +70,7 @@ export class Compactor {
    */
   async compact(topic: Topic): Promise<void> {
     this.#compacting.add(topic);
+    this.#againAt.delete(topic);
     const before = topic.wal.bytes;
     const t0 = performance.now();
     const seq = topic.seq;
