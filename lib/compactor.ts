@@ -1,7 +1,11 @@
 /**
  * @module When to rewrite a topic's WAL file and how often to try again. A file is compacted
  * once it passes BROKER_COMPACT_MIN_BYTES and is more than BROKER_COMPACT_RATIO × what it still
- * holds; the rewrite itself is the WAL's (Wal.compact) from the topic's snapshot.
+ * holds; the rewrite itself is the WAL's (Wal.compact) from the topic's snapshot. That bounds
+ * both sides: a restart replays at most the larger of the floor and ratio × what is live (plus
+ * what was appended since the last check), and since a rewritten file must grow past both again
+ * before the next rewrite, a steady publish/ack stream rewrites what is live once per
+ * max(floor, (ratio - 1) × live) bytes appended: at most 1/(ratio - 1) more bytes written.
  */
 
 import type { Config } from "./config.ts";
