@@ -7,6 +7,7 @@
  * WAL (and, on a cluster's leader, its synchronous follower).
  */
 
+import { Alarm } from "./alarm.ts";
 import { Compactor } from "./compactor.ts";
 import { type Config, VERSION } from "./config.ts";
 import { Consumers } from "./consumers.ts";
@@ -23,7 +24,7 @@ import { loadNodeId } from "./node_id.ts";
 import * as publishing from "./publish.ts";
 import { type BatchItem, publishBatch } from "./publish_batch.ts";
 import { recover, type RecoveryReport } from "./recovery.ts";
-import { Scheduler, TICK_MS } from "./scheduler.ts";
+import { COMPACT_CHECK_MS, MIN_SWEEP_GAP_MS, Scheduler } from "./scheduler.ts";
 import type { ClusterState } from "./cluster/state.ts";
 import { Follower } from "./cluster/follower.ts";
 import type { Replicator } from "./cluster/replicator.ts";
@@ -47,7 +48,7 @@ export type { BatchItem } from "./publish_batch.ts";
 export interface OpenOptions {
   clock?: () => number;
   log?: Logger;
-  /** Run the sweep on a timer (default: yes unless a clock is given). */
+  /** Run the sweep on the broker's alarm, at each deadline (default: yes unless a clock is given). */
   tick?: boolean;
   onFsync?: (seconds: number) => void;
   /** Opens each topic's WAL (default: a FileWal in the data dir, or a MemoryWal for :memory:). */
@@ -80,7 +81,8 @@ export class Broker implements BrokerContext {
   /** The webhooks' pushers, when the broker was given a way to send. */
   readonly pushers: Pushers | undefined;
   draining = false;
-  #ticker: ReturnType<typeof setInterval> | undefined;
+  /** Rings the sweep at the earliest deadline (alarm.ts); idle unless `tick`. */
+  readonly #alarm: Alarm;
   #closed = false;
   readonly #onDrain = new Set<() => void>();
   /** Stable id of this node, kept in the data dir (a new one per process with `:memory:`). */
@@ -95,11 +97,19 @@ export class Broker implements BrokerContext {
     this.memory = new MemoryBudget(config.maxMemoryBytes);
     const openWal = opts.openWal ?? defaultOpenWal(config, this.log, opts.onFsync);
     // Every WAL's durable records feed the subscribers.
+    this.#alarm = new Alarm(this.now, (now) => this.#rung(now));
+    // Every WAL's durable records feed the subscribers, and writes ask for a compaction check.
     const feedWal: OpenWal = (name, init) =>
-      openWal(name, { ...init, onDurable: (records) => this.feed.durable(name, records) });
-    this.#topics = new Registry(config, this.memory, this.now, feedWal);
+      openWal(name, {
+        ...init,
+        onDurable: (records) => {
+          this.feed.durable(name, records);
+          this.#alarm.request(this.now() + COMPACT_CHECK_MS);
+        },
+      });
+    this.#topics = new Registry(config, this.memory, this.now, feedWal, (at) => this.wake(at));
     this.feed = new Subscribers(config.streamBuffer, (n) => this.#topics.find(n), this.log);
-    this.consumers = new Consumers(deliveries.take);
+    this.consumers = new Consumers(deliveries.take, (at) => this.wake(at));
     this.pushers = opts.send && new Pushers(this, this.consumers, opts.send, {
       version: VERSION,
       concurrency: config.webhookConcurrency,
@@ -138,7 +148,7 @@ export class Broker implements BrokerContext {
       b.recovery = report;
     }
     b.nodeId = await loadNodeId(config.dataDir);
-    if (opts.tick ?? !opts.clock) b.#ticker = setInterval(() => b.sweep(b.now()), TICK_MS);
+    if (opts.tick ?? !opts.clock) b.#alarm.start();
     return b;
   }
 
@@ -332,6 +342,36 @@ export class Broker implements BrokerContext {
     this.consumers.deliverAll(topic, now);
   }
 
+  /** Asks the alarm for a sweep at `at` or earlier (no-op on a hand-driven clock). */
+  wake(at: number): void {
+    this.#alarm.request(at);
+  }
+
+  /**
+   * The earliest time a sweep has work: a deadline of a topic or a waiting consumer, a webhook
+   * probe, a compaction retry, the next rates sample or drain-rate sample.
+   */
+  nextDue(): number {
+    const writes = !this.cluster || this.cluster.writable;
+    let due = Math.min(
+      this.scheduler.nextDue(writes),
+      this.#compactor.nextRetry(),
+      this.rates.due,
+      this.memory.nextTick(),
+    );
+    if (writes && this.pushers) due = Math.min(due, this.pushers.nextProbe());
+    return due;
+  }
+
+  /** The alarm rang: sweep, then sleep until the next deadline (MIN_SWEEP_GAP_MS at least). */
+  #rung(now: number): void {
+    try {
+      this.sweep(now);
+    } finally {
+      this.#alarm.set(Math.max(this.nextDue(), now + MIN_SWEEP_GAP_MS));
+    }
+  }
+
   /**
    * Moves time to `now`: delays, TTLs, leases, idempotency keys, long-poll timeouts, compaction.
    * A node that does not lead its cluster writes nothing: it ends no lease and pushes nothing.
@@ -355,6 +395,8 @@ export class Broker implements BrokerContext {
     this.cluster = state;
     this.replicator = replicator;
     followLeadership(this, state, replicator);
+    // Leading or not decides which deadlines are ours (lease ends, probes): sweep and re-arm.
+    state.onChange(() => this.wake(this.now()));
   }
 
   /** Applies a leader's stream; one per connection to a leader. */
@@ -405,7 +447,7 @@ export class Broker implements BrokerContext {
     if (this.#closed) return;
     this.#closed = true;
     this.draining = true;
-    if (this.#ticker !== undefined) clearInterval(this.#ticker);
+    this.#alarm.stop();
     for (const t of this.#topics.values()) this.consumers.release(t);
     this.feed.closeAll();
     this.#drained();

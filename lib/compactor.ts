@@ -1,7 +1,11 @@
 /**
  * @module When to rewrite a topic's WAL file and how often to try again. A file is compacted
  * once it passes BROKER_COMPACT_MIN_BYTES and is more than BROKER_COMPACT_RATIO × what it still
- * holds; the rewrite itself is the WAL's (Wal.compact) from the topic's snapshot.
+ * holds; the rewrite itself is the WAL's (Wal.compact) from the topic's snapshot. That bounds
+ * both sides: a restart replays at most the larger of the floor and ratio × what is live (plus
+ * what was appended since the last check), and since a rewritten file must grow past both again
+ * before the next rewrite, a steady publish/ack stream rewrites what is live once per
+ * max(floor, (ratio - 1) × live) bytes appended: at most 1/(ratio - 1) more bytes written.
  */
 
 import type { Config } from "./config.ts";
@@ -27,7 +31,11 @@ export class Compactor {
 
   /** Starts a compaction of `topic` when it is due (called by the sweep). */
   maybeCompact(topic: Topic, now: number): void {
-    if (this.#compacting.has(topic) || !this.#oversized(topic)) return;
+    if (this.#compacting.has(topic)) return;
+    if (!this.#oversized(topic)) {
+      this.#againAt.delete(topic); // in proportion again: nothing to retry
+      return;
+    }
     const noGain = this.#noGain.get(topic);
     if (noGain !== undefined && topic.wal.bytes < 2 * noGain) return;
     const retryAt = this.#againAt.get(topic);
@@ -39,6 +47,13 @@ export class Compactor {
     this.compact(topic).catch((e) =>
       this.log.error("compaction failed", { topic: topic.name, error: e })
     );
+  }
+
+  /** When a retry of a compaction that left a file oversized is due (Infinity: none). */
+  nextRetry(): number {
+    let at = Infinity;
+    for (const t of this.#againAt.values()) at = Math.min(at, t);
+    return at;
   }
 
   /** Forgets a deleted topic. */
@@ -59,6 +74,7 @@ export class Compactor {
    */
   async compact(topic: Topic): Promise<void> {
     this.#compacting.add(topic);
+    this.#againAt.delete(topic);
     const before = topic.wal.bytes;
     const t0 = performance.now();
     const seq = topic.seq;

@@ -283,7 +283,7 @@ export const SETTINGS: readonly Setting[] = [
   {
     env: "BROKER_COMPACT_MIN_BYTES",
     flag: "--compact-min-bytes",
-    def: "16777216",
+    def: "262144",
     help: "never rewrite a WAL file smaller than this",
     apply: (c, v) => c.compactMinBytes = int("BROKER_COMPACT_MIN_BYTES", v, 0, 2 ** 40),
   },

@@ -59,14 +59,29 @@ export type TakeFn = (
 interface Waiting {
   topic: Topic;
   consumer: Consumer;
+  /** Served or removed: its deadline entry is stale. */
+  left: boolean;
 }
 
 /** Every consumer waiting on every group of the broker. */
 export class Consumers {
   readonly #waiting = new Map<Group, Waiting[]>();
-  readonly #deadlines = new Heap<Waiting>();
+  readonly #deadlines: Heap<Waiting>;
 
-  constructor(private readonly take: TakeFn) {}
+  /** `onDue` hears a wait's deadline earlier than any pending (the broker's alarm). */
+  constructor(private readonly take: TakeFn, onDue?: (at: number) => void) {
+    this.#deadlines = new Heap(onDue);
+  }
+
+  /** When the next wait ends (Infinity: none); deadlines of served waits are dropped. */
+  nextDeadline(): number {
+    const heap = this.#deadlines;
+    for (let w = heap.peek(); w?.left;) {
+      heap.pop();
+      w = heap.peek();
+    }
+    return heap.peekKey();
+  }
 
   /** Whether any consumer waits on `g` (the sweep skips groups nobody waits on). */
   waitingOn(g: Group): boolean {
@@ -82,7 +97,7 @@ export class Consumers {
 
   /** Adds a consumer and serves it from what is ready now; returns a function that removes it. */
   add(topic: Topic, consumer: Consumer, now: number): () => void {
-    const w: Waiting = { topic, consumer };
+    const w: Waiting = { topic, consumer, left: false };
     const list = this.#waiting.get(consumer.group);
     if (list) list.push(w);
     else this.#waiting.set(consumer.group, [w]);
@@ -157,7 +172,7 @@ export class Consumers {
         if (!taken.length) continue;
         served = true;
         if (c.once) {
-          list.splice(i--, 1);
+          list.splice(i--, 1)[0]!.left = true;
           c.credits = 0;
         } else if (c.peek) {
           (peeked ??= new Set()).add(c);
@@ -188,7 +203,7 @@ export class Consumers {
       for (let i = 0; i < list.length; i++) {
         const c = list[i]!.consumer;
         if (c.filter && !c.filter(msg.payload)) continue;
-        if (c.once) list.splice(i--, 1);
+        if (c.once) list.splice(i--, 1)[0]!.left = true;
         c.offer([item], true);
         n++;
       }
@@ -211,7 +226,10 @@ export class Consumers {
       const list = this.#waiting.get(g);
       if (!list) continue;
       this.#waiting.delete(g);
-      for (const w of list) w.consumer.close();
+      for (const w of list) {
+        w.left = true;
+        w.consumer.close();
+      }
     }
   }
 
@@ -221,6 +239,7 @@ export class Consumers {
     const i = list ? list.indexOf(w) : -1;
     if (i < 0) return false;
     list!.splice(i, 1);
+    w.left = true;
     if (!list!.length) this.#waiting.delete(w.consumer.group);
     return true;
   }

@@ -37,4 +37,6 @@ export interface BrokerContext {
   deliver(topic: Topic, g: Group, now: number): void;
   /** Hands what every group of `topic` has ready to the consumers waiting on it. */
   deliverAll(topic: Topic, now: number): void;
+  /** Asks for a sweep at `at` or earlier (a deadline the topics' heaps do not hold). */
+  wake(at: number): void;
 }

@@ -126,6 +126,7 @@ export async function consume<T>(
     if (leased && ctx.findTopic(name) === topic) {
       g.unlease(items as Delivery[]);
       topic.counters.delivered -= items.length;
+      ctx.deliver(topic, g, ctx.now()); // to another waiting consumer, if one waits
     }
     throw e;
   }

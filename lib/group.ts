@@ -29,15 +29,19 @@ export class Group {
     new Deque(),
     new Deque(),
   ];
-  readonly delayed = new Heap<Delivery>();
-  readonly leases = new Heap<LeaseEntry>();
+  readonly delayed: Heap<Delivery>;
+  readonly leases: Heap<LeaseEntry>;
   /** Messages this group still holds, in any state. */
   held = 0;
   readyCount = 0;
   delayedCount = 0;
   inFlightCount = 0;
 
-  constructor(readonly name: string, readonly createdAt: number) {}
+  /** `onDue` hears a delay or lease end earlier than any the group had (the broker's alarm). */
+  constructor(readonly name: string, readonly createdAt: number, onDue?: (at: number) => void) {
+    this.delayed = new Heap(onDue);
+    this.leases = new Heap(onDue);
+  }
 
   /** Adds a new delivery of `msg`, ready now or delayed until `dueAt`. */
   add(
@@ -181,6 +185,23 @@ export class Group {
       n++;
     }
     return n;
+  }
+
+  /**
+   * When the group's next delay comes due or (with `leases`) its next lease ends; Infinity when
+   * nothing is pending. Entries gone stale at the front of either heap are dropped on the way,
+   * so an acked lease or a requeued delay never wakes the broker.
+   */
+  nextDue(leases: boolean): number {
+    const delayed = this.delayed;
+    while (delayed.peekKey() < Infinity && delayed.peek()!.state !== State.Delayed) delayed.pop();
+    if (!leases) return delayed.peekKey();
+    const l = this.leases;
+    for (let e = l.peek(); e && (e.d.state !== State.InFlight || e.d.lease !== e.lease);) {
+      l.pop();
+      e = l.peek();
+    }
+    return Math.min(delayed.peekKey(), l.peekKey());
   }
 
   /** Up to `limit` in-flight deliveries, the soonest lease end first (for operators). */

@@ -5,6 +5,9 @@ export class Heap<T> {
   #keys: number[] = [];
   #items: T[] = [];
 
+  /** `onFront` hears a key that became the smallest (a deadline earlier than any held). */
+  constructor(private readonly onFront?: (key: number) => void) {}
+
   /** The smallest key, or Infinity when empty. */
   peekKey(): number {
     return this.#keys.length ? this.#keys[0]! : Infinity;
@@ -24,6 +27,12 @@ export class Heap<T> {
     }
     keys[i] = key;
     items[i] = item;
+    if (i === 0) this.onFront?.(key);
+  }
+
+  /** The item with the smallest key, left in place. */
+  peek(): T | undefined {
+    return this.#items[0];
   }
 
   /** Removes and returns the item with the smallest key. */

@@ -72,6 +72,12 @@ export class IdempotencyKeys {
     return bytes - before;
   }
 
+  /** When the oldest key leaves its window (Infinity: no key). */
+  nextExpiry(): number {
+    for (const v of this.#keys.values()) return v.at + IDEMPOTENCY_WINDOW_MS;
+    return Infinity;
+  }
+
   /** Drops keys older than the window; returns the bytes of their KEY records. */
   expire(now: number): number {
     let freed = 0;

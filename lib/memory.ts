@@ -58,6 +58,15 @@ export class MemoryBudget {
   }
 
   /**
+   * When `tick()` has work next: a second after the last sample while bytes were freed or the
+   * estimate has not decayed to nothing; Infinity while idle (nothing to measure).
+   */
+  nextTick(): number {
+    if (this.#sampledAt === undefined) return Infinity;
+    return this.#freed > 0 || this.drainRate >= 1 ? this.#sampledAt + RATE_SAMPLE_MS : Infinity;
+  }
+
+  /**
    * Admits a publish body of `payloadBytes` about to be read and counts it until the returned
    * function is called (the body is read, and its message counts itself, or the client left).
    * Giving a reservation back is not draining: it leaves the drain rate alone.

@@ -96,6 +96,11 @@ export class Rates {
     for (const t of this.#topics.keys()) if (!alive.has(t)) this.#topics.delete(t);
   }
 
+  /** When the next sample is due. */
+  get due(): number {
+    return this.#due;
+  }
+
   /** The broker's rates, oldest first. */
   totals(): RatePoint[] {
     return this.#totals.points();

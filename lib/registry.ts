@@ -24,6 +24,8 @@ export class Registry {
     private readonly now: () => number,
     /** Opens a topic's WAL (the broker's factory, its records feeding the subscribers). */
     readonly openWal: (name: string, init: WalInit) => Wal,
+    /** Hears each topic's deadlines that are earlier than any it had (Topic.wake). */
+    private readonly wake: (at: number) => void = () => {},
   ) {}
 
   /** Payloads this large or larger stay in the WAL file; with no file, every one in memory. */
@@ -51,6 +53,7 @@ export class Registry {
 
   /** Adds a topic replayed at start-up. */
   add(topic: Topic): void {
+    topic.wake = this.wake;
     this.#topics.set(topic.name, topic);
   }
 
@@ -79,6 +82,7 @@ export class Registry {
     const settings = topicSettings(opts, now);
     const wal = this.openWal(name, { size: 0, after: this.#deleting.get(name) });
     const topic = new Topic(name, settings, wal, this.memory, this.diskPayloadMin);
+    topic.wake = this.wake;
     this.#topics.set(name, topic);
     topic.commit({ type: RecordType.Meta, seq: topic.nextSeq(), ...settings }, now)
       .catch(() => {}); // a failed write marks the WAL failed; later writes report it
@@ -93,6 +97,7 @@ export class Registry {
     const { type: _t, seq: _s, ...settings } = meta;
     const wal = this.openWal(name, { size: 0, after: this.#deleting.get(name) });
     const topic = new Topic(name, settings, wal, this.memory, this.diskPayloadMin);
+    topic.wake = this.wake;
     this.#topics.set(name, topic);
     return { topic, durable: topic.commit(meta, this.now()) };
   }

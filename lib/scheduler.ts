@@ -1,9 +1,9 @@
 /**
- * @module Time moving forward: `sweep(now)` runs every TICK_MS in production and by hand in
- * tests. Its work is in two parts: what writes records (a lease that ends becomes a REQUEUE or a
- * dead-letter move), which only a node that takes writes may do, and local work every node does
- * on its own copy (TTL expiry, delays coming due, idempotency keys leaving their window,
- * long-poll timeouts, compaction).
+ * @module Time moving forward: `sweep(now)` runs when the broker's alarm (alarm.ts) rings for
+ * the earliest deadline `nextDue()` found, and by hand in tests. Its work is in two parts: what
+ * writes records (a lease that ends becomes a REQUEUE or a dead-letter move), which only a node
+ * that takes writes may do, and local work every node does on its own copy (TTL expiry, delays
+ * coming due, idempotency keys leaving their window, long-poll timeouts, compaction).
  */
 
 import type { Compactor } from "./compactor.ts";
@@ -12,8 +12,13 @@ import type { BrokerContext } from "./context.ts";
 import { leaseEnded } from "./deliveries.ts";
 import type { Topic } from "./topic.ts";
 
-/** How often the sweep runs when the broker keeps its own time. */
-export const TICK_MS = 10;
+/**
+ * Shortest time between two sweeps the alarm runs: deadlines a millisecond apart (a burst of
+ * delays or leases) are served together rather than one wake-up each.
+ */
+export const MIN_SWEEP_GAP_MS = 2;
+/** How soon after a write the compaction check runs (writes are what make a file oversized). */
+export const COMPACT_CHECK_MS = 1_000;
 
 /** Moves the broker's time forward. */
 export class Scheduler {
@@ -39,6 +44,16 @@ export class Scheduler {
     this.ctx.memory.tick(now);
     this.#eachTopic(now, (topic) => this.#local(topic, now));
     this.consumers.expire(now);
+  }
+
+  /**
+   * The earliest deadline of any topic or waiting consumer (Infinity: none): when the next
+   * sweep has work. Lease ends count only on a node that writes (`leases`).
+   */
+  nextDue(leases: boolean): number {
+    let due = this.consumers.nextDeadline();
+    for (const topic of this.topics()) due = Math.min(due, topic.nextDue(leases));
+    return due;
   }
 
   #eachTopic(now: number, work: (topic: Topic) => void): void {

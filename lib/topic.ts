@@ -126,7 +126,14 @@ export class Topic {
   readonly groups = new Map<string, Group>();
   /** Registered webhooks by id; each has its own group (webhookGroup(id)). */
   readonly webhooks = new Map<string, WebhookSpec>();
-  readonly expiry = new Heap<StoredMessage>();
+  /**
+   * Hears each deadline earlier than any the topic had (a TTL, a delay, a lease end): the
+   * broker sets it to its alarm's request.
+   */
+  wake: (at: number) => void = () => {};
+  /** Passes deadlines on to whatever `wake` is now. */
+  readonly #onDue = (at: number): void => this.wake(at);
+  readonly expiry = new Heap<StoredMessage>(this.#onDue);
   /** Idempotency keys in publish order, for their window. */
   readonly keys = new IdempotencyKeys((bytes) => this.#hold(bytes));
   /** WAL bytes of the records that still matter (META, groups, messages held, keys). */
@@ -155,7 +162,7 @@ export class Topic {
     readonly diskPayloadMin = Infinity,
   ) {
     this.isDeadLetter = name.endsWith(DLQ_SUFFIX);
-    this.groups.set(DEFAULT_GROUP, new Group(DEFAULT_GROUP, settings.createdAt));
+    this.groups.set(DEFAULT_GROUP, new Group(DEFAULT_GROUP, settings.createdAt, this.#onDue));
   }
 
   get defaultGroup(): Group {
@@ -222,7 +229,9 @@ export class Topic {
         this.#applyPublish(r, now, size, disk);
         break;
       case RecordType.Group:
-        if (!this.groups.has(r.name)) this.groups.set(r.name, new Group(r.name, r.createdAt));
+        if (!this.groups.has(r.name)) {
+          this.groups.set(r.name, new Group(r.name, r.createdAt, this.#onDue));
+        }
         this.liveBytes += size;
         break;
       case RecordType.Ack: {
@@ -280,7 +289,7 @@ export class Topic {
       frameBytes: size,
     });
     const name = webhookGroup(r.id);
-    if (!this.groups.has(name)) this.groups.set(name, new Group(name, r.createdAt));
+    if (!this.groups.has(name)) this.groups.set(name, new Group(name, r.createdAt, this.#onDue));
   }
 
   /** A removed webhook's group goes, with what it held (messages no other group holds leave). */
@@ -322,7 +331,7 @@ export class Topic {
     if (r.deliveries) {
       for (const spec of r.deliveries) {
         let g = this.groups.get(spec.group);
-        if (!g) this.groups.set(spec.group, g = new Group(spec.group, r.timestamp));
+        if (!g) this.groups.set(spec.group, g = new Group(spec.group, r.timestamp, this.#onDue));
         if (!fresh && msg.deliveryOf(g)) continue;
         g.add(msg, spec.retryCount, spec.dueAt, now, r.reason);
         msg.pending++;
@@ -335,6 +344,21 @@ export class Topic {
       }
     }
     if (msg.pending === 0) this.#forget(msg);
+  }
+
+  /**
+   * When something of the topic comes due next: a TTL, a key leaving its window, a delay, or
+   * (with `leases`) a lease end. Stale entries at the heaps' fronts are dropped on the way.
+   */
+  nextDue(leases: boolean): number {
+    const expiry = this.expiry;
+    for (let m = expiry.peek(); m && this.messages.get(m.id) !== m;) {
+      expiry.pop();
+      m = expiry.peek();
+    }
+    let due = Math.min(expiry.peekKey(), this.keys.nextExpiry());
+    for (const g of this.groups.values()) due = Math.min(due, g.nextDue(leases));
+    return due;
   }
 
   /** Drops idempotency keys older than their window, and their KEY records from liveBytes. */

@@ -256,7 +256,8 @@ export class FileWal implements Wal {
   #held = false;
   #capture: Uint8Array[] | undefined;
   #dirty = false;
-  #timer: ReturnType<typeof setInterval> | undefined;
+  /** BROKER_FSYNC=interval: the fsync due FSYNC_INTERVAL_MS after the first unsynced write. */
+  #timer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
   #compacting: Promise<void> | undefined;
   #spares: Uint8Array[] = [];
@@ -283,9 +284,6 @@ export class FileWal implements Wal {
     // A new file gets its header when it is opened, before its first batch.
     this.bytes = Math.max(size, FILE_HEADER_BYTES);
     if (opts.replayed) this.#retired.push(opts.replayed);
-    if (opts.fsync === "interval") {
-      this.#timer = setInterval(() => this.#syncIfDirty(), FSYNC_INTERVAL_MS);
-    }
   }
 
   append(record: WalRecord, after?: Promise<unknown>): Promise<void> {
@@ -409,6 +407,7 @@ export class FileWal implements Wal {
             this.opts.onFsync?.((performance.now() - t0) / 1000);
           } else {
             this.#dirty = true;
+            this.#syncSoon();
           }
         } catch (e) {
           this.#fail(e as Error, taken);
@@ -446,6 +445,19 @@ export class FileWal implements Wal {
     });
     for (const b of [...taken, ...this.#queue]) b.done.reject(e);
     this.#queue = [];
+  }
+
+  /**
+   * Arms the `interval` mode's fsync, once per stretch of writes: a timer ticking every
+   * FSYNC_INTERVAL_MS per topic would wake an idle broker ten times a second per topic.
+   */
+  #syncSoon(): void {
+    if (this.opts.fsync !== "interval" || this.#timer !== undefined || this.#closed) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      if (this.#held) this.#syncSoon(); // a compaction's swap is under way: a moment later
+      else void this.#syncIfDirty();
+    }, FSYNC_INTERVAL_MS);
   }
 
   async #syncIfDirty(): Promise<void> {
@@ -575,7 +587,7 @@ export class FileWal implements Wal {
     await this.#compacting?.catch(() => {});
     while (this.#flushing) await this.#flushing;
     this.#closed = true;
-    if (this.#timer !== undefined) clearInterval(this.#timer);
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
     if (this.#file && this.opts.fsync !== "never" && !this.failed) {
       await this.#file.syncData().catch(() => {});
     }

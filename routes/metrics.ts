@@ -5,7 +5,7 @@
  * arrays that a scrape turns into histograms. Handlers reach it through their Ctx.
  */
 
-import { collectDefaultMetrics, Counter, Gauge, type Metric, Registry } from "prom-client";
+import type { Metric, Registry } from "prom-client";
 import type { Broker } from "../lib/broker.ts";
 import type { TopicFigures } from "../lib/stats.ts";
 import type { TopicCounters } from "../lib/topic.ts";
@@ -85,10 +85,22 @@ const MESSAGE_COUNTERS: [keyof TopicCounters, string, string][] = [
   ["expired", "expired", "Messages dropped by their TTL"],
 ];
 
+type PromClient = typeof import("prom-client");
+
+/**
+ * prom-client, imported on the first scrape: importing it (CommonJS, with its dependencies)
+ * took 230-310 ms, most of an empty broker's start-up (measured), for a registry that only
+ * matters once something scrapes.
+ */
+let promClient: Promise<PromClient> | undefined;
+
 /** The broker's metrics registry, and the plain aggregates the HTTP layer and WAL feed. */
 export class Metrics {
-  readonly registry = new Registry();
-  readonly contentType = Registry.PROMETHEUS_CONTENT_TYPE;
+  /** Every metric, registered on the first scrape (`render()`). */
+  registry: Registry | undefined;
+  #registering: Promise<Registry> | undefined;
+  /** prom-client's `Registry.PROMETHEUS_CONTENT_TYPE`. */
+  readonly contentType = "text/plain; version=0.0.4; charset=utf-8";
   readonly fsync = new Buckets(FSYNC_BUCKETS_S);
   /** Messages per batch publish request. */
   readonly batch = new Buckets(BATCH_BUCKETS);
@@ -100,8 +112,19 @@ export class Metrics {
   #figures: TopicFigures[] = [];
 
   /** `process: true` adds prom-client's process metrics (CPU, memory, file descriptors). */
-  constructor(opts: { process?: boolean } = {}) {
-    const registers = [this.registry];
+  constructor(private readonly opts: { process?: boolean } = {}) {}
+
+  /** The registry, with every metric registered the first time. */
+  #registryNow(): Promise<Registry> {
+    this.#registering ??= (promClient ??= import("prom-client")).then((pc) => this.#register(pc));
+    return this.#registering;
+  }
+
+  #register(pc: PromClient): Registry {
+    const { Counter, Gauge } = pc;
+    const opts = this.opts;
+    const registry = this.registry = new pc.Registry();
+    const registers = [registry];
     const topics = () => this.#figures;
 
     for (const [field, name, help] of MESSAGE_COUNTERS) {
@@ -304,7 +327,8 @@ export class Metrics {
       "Time from a webhook POST to its answer (or failure), per topic",
       () => [...this.#webhooks].map(([topic, b]) => [{ topic }, b]),
     );
-    if (opts.process ?? true) addProcessMetrics(this.registry);
+    if (opts.process ?? true) addProcessMetrics(pc, registry);
+    return registry;
   }
 
   /** Makes this the broker's metrics and the source of the per-topic series. */
@@ -343,7 +367,7 @@ export class Metrics {
     const b = this.#broker;
     this.#figures = b ? b.stats.figures(b.now()) : [];
     try {
-      return await this.registry.metrics();
+      return await (await this.#registryNow()).metrics();
     } finally {
       this.#figures = [];
     }
@@ -375,7 +399,7 @@ export class Metrics {
         return values;
       }),
     });
-    this.registry.registerMetric({ ...base, get } as unknown as Metric);
+    this.registry!.registerMetric({ ...base, get } as unknown as Metric);
   }
 }
 
@@ -386,9 +410,12 @@ const PROCESS_METRICS = /^(process_|nodejs_heap_|nodejs_external_memory)/;
  * prom-client's process metrics, minus the Node-only ones (event-loop lag, handles, GC, Node
  * version) that read nothing under Deno. Without read access to /proc they report zeros.
  */
-function addProcessMetrics(registry: Registry): void {
+function addProcessMetrics({ collectDefaultMetrics, Gauge }: PromClient, registry: Registry): void {
   try {
-    collectDefaultMetrics({ register: registry });
+    // The event-loop-lag metrics are dropped below, but collecting them samples the loop every
+    // eventLoopMonitoringPrecision ms (default 10: ~0.6 % of a core on an idle broker, measured):
+    // the longest interval a timer takes keeps that monitor asleep.
+    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 2 ** 31 - 1 });
   } catch {
     return; // process metrics are a bonus; the broker's own metrics do not depend on them
   }

@@ -196,6 +196,7 @@ class Pusher implements Consumer {
     }
     this.credits = 0;
     this.probeAt = now + this.probeWaitMs;
+    this.owner.ctx.wake(this.probeAt);
   }
 
   /** A probe succeeded: full credits again. */
@@ -280,6 +281,15 @@ export class Pushers {
   /** Probes the paused webhooks whose wait is over (from the broker's sweep). */
   tick(now: number): void {
     for (const p of this.#byId.values()) if (p.probeAt !== undefined) p.probe(now);
+  }
+
+  /** When the next paused webhook is due for its probe (Infinity: none is). */
+  nextProbe(): number {
+    let at = Infinity;
+    for (const p of this.#byId.values()) {
+      if (p.probeAt !== undefined && !p.stopped) at = Math.min(at, p.probeAt);
+    }
+    return at;
   }
 
   /** Whether a webhook is paused after failing again and again. */

@@ -40,6 +40,13 @@
  *            standalone figures of `publish`; end-to-end latency as in e2e; then failover time
  *            over 20 (quick: 3) leader SIGKILLs under load (tests/cluster/chaos.ts), min/median/
  *            max. Targets: publish @64 ≥ 50 % of standalone; failover median ≤ 3 s.
+ *   restart  4 topics churned like the crash loop (tools/crash_loop.ts): rounds of small publishes,
+ *            consumes of up to 10, ~90 % acked, the rest left leased, each round ended by SIGKILL
+ *            mid-traffic and the next begun by draining the backlog; then spawn → listening of
+ *            the restart, and of a second restart 2 s later. Target ≤ 150 ms (the first).
+ *   idle     CPU of a started broker with 4 topics, groups, a webhook and an open long-poll,
+ *            left alone: utime+stime over 30 s (quick: 10 s) after 40 s to settle (V8's memory
+ *            reducer and Deno's idle threads wind down 20-40 s after traffic). Target ≤ 0.1 %.
  *   replay   two WALs of 1,000,000 records of 64 B (one topic), broker restarted on each:
  *            all publishes, all held (worst case); and half publishes, half acks (steady state).
  *            records/s from the "recovered" log line. Target: ≥ 500,000 records/s.
@@ -84,6 +91,8 @@ const SECTIONS = [
   "large",
   "cluster",
   "batch",
+  "idle",
+  "restart",
 ] as const;
 type Section = typeof SECTIONS[number];
 const CONNS = [1, 16, 64] as const;
@@ -1508,7 +1517,206 @@ const RUN: Record<Section, (o: Options, p: Plan) => Promise<void>> = {
   large,
   cluster,
   batch,
+  idle,
+  restart,
 };
+
+// ---------------------------------------------------------------- idle
+
+/** Clock ticks per second of /proc/<pid>/stat's utime and stime (USER_HZ). */
+const USER_HZ = 100;
+
+/**
+ * CPU of a started, idle broker: 4 topics with a named group each, one message held per
+ * topic plus a delayed and a TTL'd one (deadlines an hour out), a webhook, and a long-poll kept
+ * open (asked again whenever it ends). It settles first: after the set-up's traffic, V8's memory
+ * reducer and Deno's idle I/O threads wind down over some tens of seconds (measured), which is
+ * not what an idle broker costs. Target ≤ 0.1 % of a core.
+ */
+async function idle(o: Options, _p: Plan): Promise<void> {
+  const settleS = 40; // measured: the wind-down after the set-up lasts 20-40 s
+  const runS = o.quick ? 10 : 30;
+  const receiver = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    async (req) => {
+      await req.body?.cancel();
+      return new Response(null, { status: 204 });
+    },
+  );
+  const stop = new AbortController();
+  try {
+    await withBroker(o, 100_000, async (b) => {
+      const call = async (path: string, body: string, want: number) => {
+        const res = await fetch(`${b.url}${path}`, { method: "POST", body });
+        const text = await res.text();
+        if (res.status !== want) throw new Error(`POST ${path}: ${res.status} ${text}`);
+      };
+      for (let i = 0; i < 4; i++) {
+        const t = `idle-${i}`;
+        await call("/api/topics", JSON.stringify({ name: t }), 201);
+        await call("/api/groups", JSON.stringify({ topic: t, group: "g" }), 201);
+        await call(`/publish/${t}`, "held", 201);
+        await call(`/publish/${t}?delay=1h`, "delayed", 201);
+        await call(`/publish/${t}?ttl=1h`, "expiring", 201);
+      }
+      const hook = `http://127.0.0.1:${receiver.addr.port}/hook`;
+      await call("/webhook/idle-0", JSON.stringify({ url: hook }), 201);
+      const polling = (async () => {
+        while (!stop.signal.aborted) {
+          await fetch(`${b.url}/consume/idle-wait?timeout=30s`, { signal: stop.signal })
+            .then((r) => r.text()).catch(() => {});
+        }
+      })();
+      const s0 = performance.now(), settleTicks0 = await procTicks(b.pid);
+      await sleep(settleS * 1000);
+      await quiet();
+      const t0 = performance.now(), ticks0 = await procTicks(b.pid);
+      await sleep(runS * 1000);
+      const ticks1 = await procTicks(b.pid), seconds = (performance.now() - t0) / 1000;
+      stop.abort();
+      await polling;
+      const share = (ticks1 - ticks0) / USER_HZ / seconds;
+      const settling = (ticks0 - settleTicks0) / USER_HZ / ((t0 - s0) / 1000);
+      log(`idle: ${(share * 100).toFixed(3)} % of a core over ${seconds.toFixed(0)} s`);
+      row({
+        section: "11",
+        measure: `idle broker (4 topics, groups, a webhook, an open long-poll), CPU over ${runS} s`,
+        result: `${(share * 100).toFixed(3)} % of a core`,
+        notes: [
+          `${ticks1 - ticks0} ticks of 10 ms (utime+stime)`,
+          `${(settling * 100).toFixed(2)} % while settling for ${settleS} s after the set-up`,
+          await busyNote(),
+        ].filter(Boolean).join("; "),
+        target: "≤ 0.1 % of a core",
+        status: verdict(share <= 0.001),
+      });
+    });
+  } finally {
+    stop.abort();
+    await receiver.shutdown();
+  }
+}
+
+// ---------------------------------------------------------------- restart
+
+const CHURN_TOPICS = ["churn-a", "churn-b", "churn-c", "churn-d"];
+
+/**
+ * Crash-loop traffic on CHURN_TOPICS until `count` publishes were answered, then SIGKILL with
+ * requests in flight: 16 publishers of small payloads; 8 consumers taking up to 10 (a 5-minute
+ * lease), acking about 45 % one by one and 45 % in a batch, leaving the rest leased. First it
+ * takes what the last round left with auto_ack, as the crash loop's drains do.
+ */
+async function churnRound(b: Server, count: number, round: number): Promise<number> {
+  for (const topic of CHURN_TOPICS) {
+    while (true) {
+      const res = await fetch(`${b.url}/consume/${topic}?limit=1000&auto_ack=true`);
+      await res.body?.cancel();
+      if (res.status !== 200) break;
+    }
+  }
+  let published = 0;
+  const done = () => published >= count;
+  const post = (path: string, body: string) =>
+    fetch(`${b.url}${path}`, { method: "POST", body }).then((r) => r.text());
+  const publisher = async (w: number) => {
+    const topic = CHURN_TOPICS[w % CHURN_TOPICS.length]!;
+    for (let n = 0; !done(); n++) {
+      await post(`/publish/${topic}`, `r${round}-p${w}-${n}`);
+      published++;
+    }
+  };
+  const consumer = async (c: number) => {
+    for (let i = 0; !done(); i++) {
+      const topic = CHURN_TOPICS[(c + i) % CHURN_TOPICS.length]!;
+      const limit = 1 + (i * 7 + c) % 10;
+      const res = await fetch(
+        `${b.url}/consume/${topic}?limit=${limit}&timeout=100ms&visibility=5m`,
+      );
+      if (res.status !== 200) {
+        await res.body?.cancel();
+        continue;
+      }
+      const body = await res.json() as { id: string } | { id: string }[];
+      const batch: string[] = [];
+      for (const [k, m] of (Array.isArray(body) ? body : [body]).entries()) {
+        const r = (k * 37 + i * 11 + c) % 100;
+        if (r < 45) await post(`/ack/${topic}/${m.id}`, "");
+        else if (r < 90) batch.push(m.id);
+      }
+      if (batch.length) await post(`/ack/${topic}`, JSON.stringify({ ids: batch }));
+    }
+  };
+  const t0 = performance.now();
+  const traffic = Promise.all([
+    ...Array.from({ length: 16 }, (_, w) => publisher(w)),
+    ...Array.from({ length: 8 }, (_, c) => consumer(c)),
+  ]).catch(() => {}); // requests cut by the kill
+  while (!done()) await sleep(POLL_MS);
+  await b.stop("SIGKILL");
+  await traffic;
+  return published / ((performance.now() - t0) / 1000);
+}
+
+async function restart(o: Options, _p: Plan): Promise<void> {
+  const rounds = o.quick ? 3 : 10, perRound = o.quick ? 4_000 : 6_000;
+  const floorDir = await tempDir("ferry-bench-restart-empty-");
+  const dir = await tempDir("ferry-bench-restart-");
+  try {
+    // The floor: spawn → listening of a broker with nothing to replay.
+    const empty = await startBroker(o, floorDir, 100_000);
+    await empty.stop("SIGKILL");
+    const rates: number[] = [];
+    for (let r = 1; r <= rounds; r++) {
+      const b = await startBroker(o, dir, 1_000_000);
+      rates.push(await churnRound(b, perRound, r));
+    }
+    const walBytes = await dirBytes(dir);
+    log(
+      `restart: ${rounds} rounds of ${int(perRound)} publishes (${int(Math.min(...rates))}-${
+        int(Math.max(...rates))
+      } msg/s), WAL ${(walBytes / MIB).toFixed(2)} MiB; restarting`,
+    );
+    await quiet();
+    const first = await startBroker(o, dir, 1_000_000);
+    const rec = first.records.find((x) => x.msg === "recovered") ?? {};
+    await sleep(2_000); // what start-up does after listening (compaction) has a moment
+    await first.stop("SIGKILL");
+    const settledBytes = await dirBytes(dir);
+    const second = await startBroker(o, dir, 1_000_000);
+    await second.stop("SIGKILL");
+    const floor = await startBroker(o, floorDir, 100_000);
+    await floor.stop("SIGKILL");
+    log(
+      `restart: spawn → listening ${int(first.listenMs)} ms, again ${
+        int(second.listenMs)
+      } ms; empty ${int(floor.listenMs)} ms`,
+    );
+    row({
+      section: "12",
+      measure: `restart after ${rounds} SIGKILLed rounds of churn on 4 topics, spawn → listening`,
+      result: `${int(first.listenMs)} ms`,
+      notes: [
+        `replayed ${int(Number(rec.records ?? 0))} records (${
+          int(Number(rec.messages ?? 0))
+        } messages) from ${(walBytes / MIB).toFixed(2)} MiB in ${rec.duration_ms} ms`,
+        `restarted again 2 s later: ${int(second.listenMs)} ms from ${
+          (settledBytes / MIB).toFixed(2)
+        } MiB`,
+        `empty data dir: ${int(floor.listenMs)} ms`,
+        `${int(rounds * perRound)} publishes at ${int(Math.min(...rates))}-${
+          int(Math.max(...rates))
+        } msg/s`,
+        await busyNote(),
+      ].filter(Boolean).join("; "),
+      target: "≤ 150 ms",
+      status: verdict(first.listenMs <= 150),
+    });
+  } finally {
+    await removeDir(dir);
+    await removeDir(floorDir);
+  }
+}
 
 // ---------------------------------------------------------------- cluster
 

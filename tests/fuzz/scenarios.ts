@@ -68,7 +68,7 @@ async function leaseEnds(s: Session, r: Rand, topic?: string): Promise<void> {
   await s.send(req(s, "lease-ends", "POST", `/publish/${q(t)}`, { body: `lease-${r.int(1e6)}` }));
   for (let i = 0; i < 3; i++) {
     await s.send(req(s, "lease-ends", "GET", `/consume/${q(t)}?visibility=1ms`));
-    await s.sleep(30); // the 10 ms sweep ends the lease
+    await s.sleep(30); // the broker's alarm ends the lease at its time
   }
   await s.send(req(s, "lease-ends", "GET", `/api/queues/peek?queue=${q(t)}.dlq`));
   await s.send(req(s, "lease-ends", "POST", `/api/queues/redrive?queue=${q(t)}.dlq`));

@@ -149,3 +149,38 @@ Deno.test("Scheduler.sweep() and sweepLocal() move the memory drain-rate estimat
   assertEquals(b.memory.drainRate < rate, true, "nothing freed since: the estimate decays");
   await b.close();
 });
+
+Deno.test("Scheduler.nextDue() is the earliest live deadline; stale lease ends and served waits drop out", async () => {
+  const t = await open();
+  const b = t.broker;
+  assertEquals(b.scheduler.nextDue(true), Infinity, "nothing pending");
+  await b.publish("t", bytes("later"), { delayMs: 500 });
+  await b.publish("t", bytes("ttl"), { ttlMs: 2_000 });
+  assertEquals(b.scheduler.nextDue(true), T0 + 500);
+  const [m] = await b.consume("t"); // "ttl", leased for 1 s
+  assertEquals(b.scheduler.nextDue(true), T0 + 500);
+  assertEquals(b.scheduler.nextDue(false), T0 + 500, "a follower's lease ends are its leader's");
+  b.scheduler.sweep(T0 + 500); // the delay comes due
+  assertEquals(b.scheduler.nextDue(true), T0 + 1_000, "the lease end");
+  assertEquals(b.scheduler.nextDue(false), T0 + 2_000, "the TTL");
+  await b.ack("t", "", [m!.msg.id]);
+  assertEquals(b.scheduler.nextDue(true), Infinity, "the acked lease and its message are gone");
+  const [d] = await b.consume("t", { limit: 1 });
+  await b.ack("t", "", [d!.msg.id]);
+  const waiting = b.consume("t", { timeoutMs: 3_000 });
+  assertEquals(b.scheduler.nextDue(true), T0 + 3_000, "the long-poll's deadline");
+  await b.publish("t", bytes("now"));
+  assertEquals(texts(await waiting), ["now"]);
+  assertEquals(b.scheduler.nextDue(true), T0 + 1_000, "the served wait no longer counts");
+  await b.close();
+});
+
+Deno.test("Broker.nextDue() adds the next rates sample to the topics' deadlines", async () => {
+  const t = await open();
+  const b = t.broker;
+  b.sweep(T0);
+  assertEquals(b.nextDue(), T0 + 5_000, "nothing pending but the next rates sample");
+  await b.publish("t", bytes("later"), { delayMs: 100 });
+  assertEquals(b.nextDue(), T0 + 100);
+  await b.close();
+});
