@@ -7,12 +7,23 @@
  */
 
 import { BrokerError } from "./errors.ts";
+import { PayloadCache } from "./payload_cache.ts";
 
 /**
  * Memory a held message costs besides its payload: the StoredMessage, its Map entry, one
  * Delivery and queue slot (measured: ~450 B of JS heap per held 1 KiB message), rounded up.
  */
 export const MESSAGE_OVERHEAD_BYTES = 512;
+/** Bytes freed after which a broker that has gone quiet collects its garbage (see tick). */
+export const COLLECT_AFTER_BYTES = 32 * 1024 * 1024;
+/** How long nothing must be held or freed before that collection. */
+export const COLLECT_QUIET_MS = 200;
+/** A full GC, when the start task exposes it (`--expose-gc`). */
+const exposedGc = (() => {
+  const gc = (globalThis as { gc?: (o?: Record<string, string>) => void }).gc;
+  // "last-resort": collect all that can be (also what a heap snapshot does), not one round.
+  return gc && (() => gc({ type: "major", execution: "sync", flavor: "last-resort" }));
+})();
 /** How often the drain-rate estimate takes a new sample. */
 const RATE_SAMPLE_MS = 1_000;
 /** Weight of the newest sample in the drain-rate estimate. */
@@ -34,20 +45,46 @@ export class MemoryBudget {
   #sampledAt: number | undefined;
   /** Bytes freed per second, smoothed. */
   drainRate = 0;
+  #freedSinceCollect = 0;
+  /** Counts add() and release() calls, so tick() sees whether anything moved. */
+  #changes = 0;
+  #changesSeen = 0;
+  #quietSince = 0;
+  /** Collections done (for tests and the log). */
+  collections = 0;
 
-  constructor(readonly budget: number) {}
+  /** Which durable payloads stay in memory (BROKER_PAYLOAD_CACHE); the rest are read from disk. */
+  readonly cache: PayloadCache;
+
+  constructor(
+    readonly budget: number,
+    payloadCacheBytes = Infinity,
+    /** Runs a full garbage collection; without `--expose-gc`, none. */
+    readonly collect: (() => void) | undefined = exposedGc,
+  ) {
+    this.cache = new PayloadCache(payloadCacheBytes);
+  }
 
   add(bytes: number): void {
     this.held += bytes;
+    this.#changes++;
   }
 
   release(bytes: number): void {
     this.held -= bytes;
     this.#freed += bytes;
+    this.#freedSinceCollect += bytes;
+    this.#changes++;
   }
 
-  /** Moves the drain-rate estimate to `now` (the sweep calls this). */
+  /**
+   * Moves the drain-rate estimate to `now` (the sweep calls this), and collects garbage once
+   * a broker that freed COLLECT_AFTER_BYTES (acks, payloads leaving for the WAL file) has been
+   * quiet for COLLECT_QUIET_MS. Freed slabs are ArrayBuffers in V8's old space: only a full GC
+   * returns them, and V8's own memory reducer waits about 5 s of quiet before it starts one.
+   */
   tick(now: number): void {
+    this.#reclaim(now);
     if (this.#sampledAt === undefined) this.#sampledAt = now;
     const elapsed = now - this.#sampledAt;
     if (elapsed < RATE_SAMPLE_MS) return;
@@ -55,6 +92,18 @@ export class MemoryBudget {
     this.drainRate = this.drainRate * (1 - RATE_WEIGHT) + rate * RATE_WEIGHT;
     this.#freed = 0;
     this.#sampledAt = now;
+  }
+
+  #reclaim(now: number): void {
+    if (!this.collect || this.#freedSinceCollect < COLLECT_AFTER_BYTES) return;
+    if (this.#changes !== this.#changesSeen) {
+      this.#changesSeen = this.#changes;
+      this.#quietSince = now;
+    } else if (now - this.#quietSince >= COLLECT_QUIET_MS) {
+      this.#freedSinceCollect = 0;
+      this.collections++;
+      this.collect();
+    }
   }
 
   /**

@@ -26,7 +26,7 @@
  *   webhook  100,000 (quick: 20,000) messages of 1 KiB published to a topic with one signed
  *            webhook (BROKER_WEBHOOK_CONCURRENCY=16) whose receiver, in this process, answers 204;
  *            messages/s delivered, from the first publish to the last POST. Target: ≥ 5,000.
- *   rss      broker VmRSS holding 100,000 messages of 1 KiB. Target: ≤ 2.5 × 100,000 × 1024 B.
+ *   rss      broker VmRSS holding 100,000 messages of 1 KiB. Target: ≤ 1.6 × 100,000 × 1024 B.
  *   large    RSS holding 10,000 messages of 2 MiB (their payloads stay in the WAL file), and
  *            consume + auto-ack of 2,000 messages of 256 KiB read from disk and from memory.
  *   cluster  a three-node cluster on a real etcd (Debian's etcd-server): publish at 1/16/64
@@ -1166,8 +1166,8 @@ async function rss(o: Options, p: Plan): Promise<void> {
         `right after fill ${mib(first.rss)}, peak ${mib(settled.hwm)}`,
         gcNote,
       ].join("; "),
-      target: "≤ 2.5 × payload",
-      status: verdict(ratio <= 2.5),
+      target: "≤ 1.6 × payload",
+      status: verdict(ratio <= 1.6),
     });
   }, ["--inspect=127.0.0.1:0"]);
 }
