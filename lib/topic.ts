@@ -409,8 +409,12 @@ export class Topic {
   }
 
   #relocate(msg: StoredMessage, at: PayloadLocation | undefined): void {
-    if (at && (msg.onDisk || msg.payloadBytes >= this.diskPayloadMin)) this.#move(msg, at);
-    else msg.locate(at); // in memory: forget a place in a file that is going away
+    if (at && (msg.onDisk || msg.payloadBytes >= this.diskPayloadMin)) return this.#move(msg, at);
+    // In memory: learn the new place (or forget one in a file that is going away). A record the
+    // snapshot wrote before its own batch was durable gets its place here, not in #durable.
+    const first = !msg.file;
+    msg.locate(at);
+    if (first && at && this.memory.cache.bounded) this.memory.cache.add(this, msg);
   }
 
   /** Counts `bytes` (negative: freed) on the topic and against the broker's budget. */

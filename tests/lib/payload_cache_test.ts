@@ -87,6 +87,11 @@ Deno.test("payloads in memory and on disk read right across compactions racing p
     // Evicting now reads from the new file: publish enough to push every cached payload out.
     for (let i = 0; i < 10; i++) await publishOne(round * 1000 + 500 + i);
     await check(`after evicting past compaction ${round}`);
+    const inMemory = [...topic.messages.values()].filter((m) => !m.onDisk);
+    assert(
+      inMemory.reduce((n, m) => n + m.payloadBytes, 0) <= 8 * KIB,
+      "every payload in memory is in the cache: none is stuck there",
+    );
   }
   await b.close();
   const again = await openBroker({ dataDir: t.dir, payloadCacheBytes: 8 * KIB });
