@@ -1,6 +1,11 @@
 import { assert, assertEquals } from "../_support/assert.ts";
 import type { Handed } from "../../lib/broker.ts";
-import { COLLECT_AFTER_BYTES, COLLECT_QUIET_MS, MemoryBudget } from "../../lib/memory.ts";
+import {
+  COLLECT_AFTER_BYTES,
+  COLLECT_MAX_HELD_BYTES,
+  COLLECT_QUIET_MS,
+  MemoryBudget,
+} from "../../lib/memory.ts";
 import { PayloadFile, prefetchPayloads } from "../../lib/payload_file.ts";
 import { messageJson } from "../../routes/wire.ts";
 import { openBroker } from "./_clock.ts";
@@ -153,7 +158,16 @@ Deno.test("MemoryBudget collects garbage once a broker that freed a lot has gone
   m.add(1); // still busy
   m.tick(20 + 2 * COLLECT_QUIET_MS);
   m.tick(20 + 3 * COLLECT_QUIET_MS);
+  assertEquals(collected, 0, "one late tick is a pause, not quiet");
+  m.tick(20 + 3 * COLLECT_QUIET_MS + 10);
+  m.tick(20 + 3 * COLLECT_QUIET_MS + 20);
   assertEquals(collected, 1);
   m.tick(20 + 10 * COLLECT_QUIET_MS);
   assertEquals(collected, 1, "once per freed stretch");
+  // A broker holding a large heap leaves it to V8: the pause would be long.
+  const big = new MemoryBudget(Infinity, Infinity, () => collected++);
+  big.add(COLLECT_MAX_HELD_BYTES + COLLECT_AFTER_BYTES + 1);
+  big.release(COLLECT_AFTER_BYTES);
+  for (let t = 0; t <= 10 * COLLECT_QUIET_MS; t += 10) big.tick(t);
+  assertEquals(collected, 1);
 });
