@@ -92,6 +92,7 @@ export class MemoryBudget {
    * returns them, and V8's own memory reducer waits about 5 s of quiet before it starts one.
    */
   tick(now: number): void {
+    this.cache.trim();
     this.#reclaim(now);
     if (this.#sampledAt === undefined) this.#sampledAt = now;
     const elapsed = now - this.#sampledAt;

@@ -11,18 +11,25 @@
  */
 
 import { Deque } from "./deque.ts";
-import type { StoredMessage } from "./message.ts";
+
+/** What the cache needs of a message (lib/message.ts's StoredMessage). */
+export interface CachedMessage {
+  /** Groups that still hold it: 0 once it is gone. */
+  readonly pending: number;
+  readonly onDisk: boolean;
+  readonly payloadBytes: number;
+}
 
 /** What owns a cached message: its topic, which moves the payload to disk with its accounting. */
 export interface CacheOwner {
-  evict(msg: StoredMessage): void;
+  evict(msg: CachedMessage): void;
 }
 
 /** The most recent durable payloads kept in memory, up to `budget` bytes. */
 export class PayloadCache {
   /** Payload bytes of the entries (some may be gone since: they leave when they reach the head). */
   bytes = 0;
-  readonly #messages = new Deque<StoredMessage>();
+  readonly #messages = new Deque<CachedMessage>();
   readonly #owners = new Deque<CacheOwner>();
 
   constructor(readonly budget: number) {}
@@ -36,7 +43,7 @@ export class PayloadCache {
    * Keeps a durable message's payload in memory while the budget allows, evicting the oldest
    * others. Messages no group holds any longer are dropped from the head as they are met.
    */
-  add(owner: CacheOwner, msg: StoredMessage): void {
+  add(owner: CacheOwner, msg: CachedMessage): void {
     if (!this.bounded) return;
     this.#messages.push(msg);
     this.#owners.push(owner);
@@ -46,6 +53,17 @@ export class PayloadCache {
       const by = this.#owners.shift()!;
       this.bytes -= head.payloadBytes;
       if (head.pending > 0 && !head.onDisk) by.evict(head);
+    }
+  }
+
+  /**
+   * Lets go of the messages at the head that are gone (acked, purged), so that they do not keep
+   * their slabs once nothing is published any more (the sweep calls this).
+   */
+  trim(): void {
+    while (this.#headGone()) {
+      this.bytes -= this.#messages.shift()!.payloadBytes;
+      this.#owners.shift();
     }
   }
 

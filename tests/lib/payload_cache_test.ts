@@ -106,6 +106,16 @@ Deno.test("payloads in memory and on disk read right across compactions racing p
   await again.close();
 });
 
+Deno.test("the payload cache lets go of purged messages at the next sweep, not at the next publish", async () => {
+  const t = await openBroker({ dataDir: "temp", payloadCacheBytes: 64 * KIB });
+  for (let i = 0; i < 20; i++) await t.broker.publish("p", bytes(payloadOf(i)));
+  assertEquals(t.broker.memory.cache.size, 20);
+  await t.broker.purge("p");
+  t.advance(10);
+  assertEquals([t.broker.memory.cache.size, t.broker.memory.cache.bytes], [0, 0]);
+  await t.close();
+});
+
 Deno.test("a :memory: broker keeps every payload in memory whatever BROKER_PAYLOAD_CACHE says", async () => {
   const t = await openBroker({ payloadCacheBytes: KIB });
   for (let i = 0; i < 5; i++) await t.broker.publish("m", bytes(payloadOf(i)));
