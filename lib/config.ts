@@ -267,7 +267,7 @@ export const SETTINGS: readonly Setting[] = [
   {
     env: "BROKER_PAYLOAD_CACHE",
     flag: "--payload-cache",
-    def: "16MiB",
+    def: "8MiB",
     help: "recent payloads kept in memory once durable; older ones are read from the WAL file",
     apply: (c, v) => c.payloadCacheBytes = size("BROKER_PAYLOAD_CACHE", v),
   },
