@@ -182,7 +182,9 @@ export class StoredMessage {
 
   /**
    * The payload bytes (keep them in a local; do not write to them): a fresh view of the shared
-   * slab, or, for a payload on disk, a positioned read of its WAL file (see prefetchPayloads).
+   * slab, or, for a payload on disk, a positioned read of its WAL file, or a view of the stretch
+   * prefetchPayloads read, which the next prefetch of that file overwrites: use them before the
+   * next await, and take payloadToKeep for anything kept longer.
    */
   get payload(): Uint8Array {
     if (!this.#buffer) return this.#file!.read(this.#fileOffset, this.#length);

@@ -17,6 +17,7 @@ export class PayloadFile {
   /** The stretch the last prefetch read, and its file offset: reads inside it are views. */
   #window: Uint8Array | undefined;
   #windowAt = 0;
+  #spare = new Uint8Array(0);
 
   private constructor(readonly path: string, file: Deno.FsFile) {
     this.#file = file;
@@ -29,8 +30,9 @@ export class PayloadFile {
 
   /**
    * `length` bytes at `offset` of the file: a view of the last prefetched stretch when it holds
-   * them (the bytes of a WAL file never change once written), else a read of their own. `own`:
-   * always a buffer of their own, for bytes kept for long (a view would keep the whole stretch).
+   * them (the bytes of a WAL file never change once written), valid until the next prefetch
+   * reuses its buffer, else a read of their own. `own`: always a buffer of their own, for bytes
+   * kept past the current turn.
    */
   read(offset: number, length: number, own = false): Uint8Array {
     const w = this.#window;
@@ -44,14 +46,16 @@ export class PayloadFile {
   prefetch(from: number, to: number): void {
     const w = this.#window;
     if (w && from >= this.#windowAt && to <= this.#windowAt + w.length) return;
-    this.#window = this.#read(from, to - from);
+    // One buffer, reused: a new one per batch was most of what reading from disk cost (GC).
+    if (this.#spare.length < to - from) this.#spare = new Uint8Array(to - from);
+    this.#window = this.#read(from, to - from, this.#spare.subarray(0, to - from));
     this.#windowAt = from;
   }
 
-  #read(offset: number, length: number): Uint8Array {
+  #read(offset: number, length: number, into?: Uint8Array): Uint8Array {
     const file = this.#file;
     if (!file) throw new Error(`Cannot read a payload of ${this.path}: its reader is closed`);
-    const out = new Uint8Array(length);
+    const out = into ?? new Uint8Array(length);
     file.seekSync(offset, Deno.SeekMode.Start);
     for (let got = 0; got < length;) {
       const n = file.readSync(out.subarray(got));

@@ -145,6 +145,21 @@ Deno.test("prefetchPayloads() reads a batch's stretch of the file once; reads in
   const outside = file.read(40_000, 10);
   assert(outside.buffer !== views[0]!.buffer);
   assertEquals(outside, data.subarray(40_000, 40_010));
+  // The next batch's stretch reuses the buffer; the first batch's bytes are then read anew.
+  const next = [at(30_000, 1000), at(31_100, 1000)];
+  prefetchPayloads(next);
+  next.forEach((m) =>
+    assertEquals(
+      file.read(m.fileOffset, m.payloadBytes),
+      data.subarray(m.fileOffset, m.fileOffset + m.payloadBytes),
+    )
+  );
+  batch.forEach((m) =>
+    assertEquals(
+      file.read(m.fileOffset, m.payloadBytes),
+      data.subarray(m.fileOffset, m.fileOffset + m.payloadBytes),
+    )
+  );
   // Far apart: no stretch is read (it would be mostly other bytes).
   prefetchPayloads([at(0, 10), at(60_000, 10)]);
   assertEquals(file.read(0, 10), data.subarray(0, 10));
