@@ -94,7 +94,9 @@ export class Broker implements BrokerContext {
     this.now = opts.clock ?? Date.now;
     this.log = opts.log ?? silentLogger;
     this.startedAt = this.now();
-    this.memory = new MemoryBudget(config.maxMemoryBytes);
+    // Without a file every payload stays in memory: there is nowhere else to read it from.
+    const cache = config.dataDir === ":memory:" ? Infinity : config.payloadCacheBytes;
+    this.memory = new MemoryBudget(config.maxMemoryBytes, cache);
     const openWal = opts.openWal ?? defaultOpenWal(config, this.log, opts.onFsync);
     // Every WAL's durable records feed the subscribers.
     this.#alarm = new Alarm(this.now, (now) => this.#rung(now));

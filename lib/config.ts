@@ -72,6 +72,8 @@ export interface Config {
   maxMemoryBytes: number;
   /** Payloads this large or larger are read back from the WAL file, not kept in memory. */
   diskPayloadMinBytes: number;
+  /** Bytes of recent durable payloads kept in memory; older ones are read from the WAL file. */
+  payloadCacheBytes: number;
   /** Recent messages a streamed topic keeps for resume (SSE Last-Event-ID). */
   streamBuffer: number;
   /** etcd endpoints; empty: standalone. */
@@ -265,6 +267,13 @@ export const SETTINGS: readonly Setting[] = [
     def: "64KiB",
     help: "payloads this large or larger are served from the WAL file, not kept in memory",
     apply: (c, v) => c.diskPayloadMinBytes = size("BROKER_DISK_PAYLOAD_MIN", v),
+  },
+  {
+    env: "BROKER_PAYLOAD_CACHE",
+    flag: "--payload-cache",
+    def: "8MiB",
+    help: "recent payloads kept in memory once durable; older ones are read from the WAL file",
+    apply: (c, v) => c.payloadCacheBytes = size("BROKER_PAYLOAD_CACHE", v),
   },
   {
     env: "BROKER_STREAM_BUFFER",

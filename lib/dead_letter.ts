@@ -53,7 +53,7 @@ export function deadLetter(
     headers: msg.headers,
     deliveries: [...dlq.groups.keys()].map((group) => ({ group, retryCount, dueAt: 0 })),
     dueAt: 0,
-    payload: msg.payload,
+    payload: msg.payloadToKeep,
   }, now);
   // Memory changes now; the removal reaches the source's disk only after the copy is durable.
   const removed = source.commit(
@@ -151,7 +151,7 @@ function moveBack(
       headers: msg.headers,
       deliveries: backTo(target, msg.origin),
       dueAt: 0,
-      payload: msg.payload,
+      payload: msg.payloadToKeep,
     }, now));
   }
   if (ids.length) {

@@ -12,6 +12,7 @@ import { BrokerError } from "./errors.ts";
 import type { Group, TakeSpec } from "./group.ts";
 import { type Delivery, matchesFilter, State, type StoredMessage } from "./message.ts";
 import { checkName } from "./names.ts";
+import { prefetchPayloads } from "./payload_file.ts";
 import { DEFAULT_GROUP, type Topic } from "./topic.ts";
 import { RecordType } from "./wal_record.ts";
 
@@ -66,6 +67,8 @@ export function take(
     for (const d of taken) g.lease(d, now + spec.visibilityMs);
     topic.counters.delivered += taken.length;
   }
+  // Payloads past the payload cache are in the WAL file, usually side by side: one read.
+  if (taken.length > 1) prefetchPayloads(taken.map((d) => d.msg));
   return taken;
 }
 

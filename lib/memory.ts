@@ -7,6 +7,7 @@
  */
 
 import { BrokerError } from "./errors.ts";
+import { PayloadCache } from "./payload_cache.ts";
 
 /**
  * Memory a held message costs besides its payload: the StoredMessage, its Map entry, one
@@ -35,7 +36,15 @@ export class MemoryBudget {
   /** Bytes freed per second, smoothed. */
   drainRate = 0;
 
-  constructor(readonly budget: number) {}
+  /** Which durable payloads stay in memory (BROKER_PAYLOAD_CACHE); the rest are read from disk. */
+  readonly cache: PayloadCache;
+
+  constructor(
+    readonly budget: number,
+    payloadCacheBytes = Infinity,
+  ) {
+    this.cache = new PayloadCache(payloadCacheBytes);
+  }
 
   add(bytes: number): void {
     this.held += bytes;
@@ -46,8 +55,14 @@ export class MemoryBudget {
     this.#freed += bytes;
   }
 
-  /** Moves the drain-rate estimate to `now` (the sweep calls this). */
+  /**
+   * Moves the drain-rate estimate to `now` (the sweep calls this). Freed slabs stay in V8's old
+   * space until its own memory reducer collects them, after a few seconds of quiet: a full GC by
+   * hand would return them sooner, at the price of a stop-the-world pause of 0.2-0.4 s per
+   * 100,000 held messages for whichever request came next.
+   */
   tick(now: number): void {
+    this.cache.trim();
     if (this.#sampledAt === undefined) this.#sampledAt = now;
     const elapsed = now - this.#sampledAt;
     if (elapsed < RATE_SAMPLE_MS) return;

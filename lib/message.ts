@@ -37,7 +37,9 @@ export type MessageFields = Pick<
 /**
  * One published message; every group's delivery of it shares it. The payload is kept as
  * (buffer, offset, length) rather than a Uint8Array: a view object costs ~100 bytes per
- * message held, the getter's short-lived view costs nothing that lasts.
+ * message held, the getter's short-lived view costs nothing that lasts. Once its record is
+ * durable the message also knows where the payload is in the WAL file, so a payload can leave
+ * memory (lib/payload_cache.ts) and be read from there.
  */
 export class StoredMessage {
   readonly id: string;
@@ -66,15 +68,19 @@ export class StoredMessage {
   /** Its deliveries: the first group's here, any further ones in `rest` (no per-group Map). */
   first: Delivery | undefined = undefined;
   rest: Delivery[] | undefined = undefined;
+  /** The payload's memory; undefined once it is read from the file instead. */
   #buffer: ArrayBufferLike | undefined;
   readonly #offset: number;
   readonly #length: number;
-  /** Where the payload is when it is not in memory: a WAL file and the offset in it. */
+  /** Where the payload is in a WAL file, once its record is durable there. */
   #file: PayloadFile | undefined;
   #fileOffset = 0;
 
-  /** With `disk`, the payload stays in the file (f.payload is only read for its length). */
-  constructor(f: MessageFields, size: number, disk?: PayloadLocation) {
+  /**
+   * With `disk`, the payload stays in the file (f.payload is only read for its length), unless
+   * `keep`: then f.payload is its memory and `disk` only where it is in the file too.
+   */
+  constructor(f: MessageFields, size: number, disk?: PayloadLocation, keep = false) {
     this.id = f.id;
     this.seq = f.seq;
     this.timestamp = f.timestamp;
@@ -88,8 +94,11 @@ export class StoredMessage {
     this.size = size;
     this.#offset = f.payload.byteOffset;
     this.#length = f.payload.length;
-    if (disk) this.toDisk(disk);
-    else this.#buffer = f.payload.buffer;
+    if (disk && !keep) this.toDisk(disk);
+    else {
+      this.#buffer = f.payload.buffer;
+      this.locate(disk);
+    }
   }
 
   /** Leaves the payload in its WAL file (or another generation of it) and drops the memory. */
@@ -99,19 +108,38 @@ export class StoredMessage {
     this.#buffer = undefined;
   }
 
-  /** Where the payload is on disk, when it is not in memory. */
+  /**
+   * Records where the payload is on disk (undefined: nowhere known) and keeps it in memory, if
+   * it is there; a payload already read from the file just moves to `at`.
+   */
+  locate(at: PayloadLocation | undefined): void {
+    if (!at && !this.#buffer) return; // the file is all it has: keep reading the old one
+    this.#file = at?.file;
+    this.#fileOffset = at?.offset ?? 0;
+  }
+
+  /** Where the payload is on disk, if its place is known. */
   get location(): PayloadLocation | undefined {
     return this.#file && { file: this.#file, offset: this.#fileOffset };
   }
 
+  /** The WAL file that holds the payload, once known (see fileOffset). */
+  get file(): PayloadFile | undefined {
+    return this.#file;
+  }
+
+  get fileOffset(): number {
+    return this.#fileOffset;
+  }
+
   /** Whether the payload is read from its WAL file rather than kept in memory. */
   get onDisk(): boolean {
-    return this.#file !== undefined;
+    return this.#buffer === undefined;
   }
 
   /** What it holds against the memory budget: the payload unless on disk, and the overhead. */
   get heldBytes(): number {
-    return (this.#file ? 0 : this.#length) + MESSAGE_OVERHEAD_BYTES;
+    return (this.#buffer ? this.#length : 0) + MESSAGE_OVERHEAD_BYTES;
   }
 
   /** What it counts toward its topic's max_bytes, wherever its payload is. */
@@ -153,12 +181,23 @@ export class StoredMessage {
   }
 
   /**
-   * The payload bytes (keep them in a local): a fresh view of the shared slab, or, for a payload
-   * on disk, a positioned read of its WAL file.
+   * The payload bytes (keep them in a local; do not write to them): a fresh view of the shared
+   * slab, or, for a payload on disk, a positioned read of its WAL file, or a view of the stretch
+   * prefetchPayloads read, which the next prefetch of that file overwrites: use them before the
+   * next await, and take payloadToKeep for anything kept longer.
    */
   get payload(): Uint8Array {
-    if (this.#file) return this.#file.read(this.#fileOffset, this.#length);
-    return new Uint8Array(this.#buffer!, this.#offset, this.#length);
+    if (!this.#buffer) return this.#file!.read(this.#fileOffset, this.#length);
+    return new Uint8Array(this.#buffer, this.#offset, this.#length);
+  }
+
+  /**
+   * The payload for a new message to keep (a move to another topic): the shared slab when in
+   * memory, else a read into a buffer of its own, never a view of a prefetched stretch.
+   */
+  get payloadToKeep(): Uint8Array {
+    if (!this.#buffer) return this.#file!.read(this.#fileOffset, this.#length, true);
+    return this.payload;
   }
 }
 

@@ -97,9 +97,15 @@ export async function recover(
     // Large payloads stay in the file; this reader keeps reading them, even if replay cuts
     // damage out of the file (it reads the file as replay saw it) until a compaction moves them.
     const replayed = await PayloadFile.open(path);
+    const cache = o.memory.cache;
     const result = await replayFile(path, (r, size, at) => {
-      const disk = normalise(r, topic.diskPayloadMin, replayed, at + size);
-      topic.apply(r, o.now, size, disk);
+      // With a bounded payload cache every payload's place is kept; the first (oldest: the
+      // next to be consumed) small ones also stay in memory while the cache has room.
+      const disk = normalise(r, cache.bounded ? 0 : topic.diskPayloadMin, replayed, at + size);
+      const keep = disk !== undefined && r.type === RecordType.Publish &&
+        r.payload.length < topic.diskPayloadMin && cache.bytes + r.payload.length <= cache.budget;
+      if (keep) r.payload = copyPayload(r.payload);
+      topic.apply(r, o.now, size, disk, keep);
     }, o.log);
     records += result.records;
     if (result.validBytes === 0) {

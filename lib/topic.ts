@@ -10,6 +10,7 @@ import { Heap } from "./heap.ts";
 import { IdempotencyKeys, type SeenKey } from "./idempotency.ts";
 import { MemoryBudget } from "./memory.ts";
 import { type Delivery, type PayloadLocation, State, StoredMessage } from "./message.ts";
+import { prefetchPayloads } from "./payload_file.ts";
 import type { Wal } from "./wal.ts";
 import {
   encodeRecord,
@@ -105,6 +106,8 @@ export interface WebhookSpec {
 }
 
 const WEBHOOK_GROUP_PREFIX = "webhook:";
+/** Messages whose payloads a snapshot reads from the file with one read, where it can. */
+const PREFETCH_MESSAGES = 256;
 
 /** The group of webhook `id`: a name no client can give a group (":" is not allowed). */
 export function webhookGroup(id: string): string {
@@ -144,12 +147,13 @@ export class Topic {
   heldBytes = 0;
   /** What its messages count toward max_bytes (payload + overhead each, wherever the payload is). */
   storedBytes = 0;
-  /** Payload offsets of the snapshot being written (message, offset in the new file). */
-  #relocations: [StoredMessage, number][] = [];
+  /** Payload offsets of the snapshot being written: its messages, and offsets in the new file. */
+  #relocated: StoredMessage[] = [];
+  #relocatedAt: number[] = [];
   /** The WAL generation the snapshot's offsets belong to. */
   #relocationGeneration = -1;
-  /** Messages whose payload is on disk (relocate() walks the messages only when some are). */
-  #onDisk = 0;
+  /** The message the last PUBLISH applied created or joined. */
+  #applied: StoredMessage | undefined;
   readonly counters: TopicCounters = zeroCounters();
   readonly isDeadLetter: boolean;
 
@@ -182,33 +186,51 @@ export class Topic {
     const at = this.wal.bytes;
     const generation = this.wal.generation;
     const durable = this.wal.append(record, after);
+    this.#applied = undefined;
     this.apply(record, now, this.wal.lastSize);
-    if (record.type === RecordType.Publish && record.payload.length >= this.diskPayloadMin) {
-      // Once on disk, the payload is read from there: the frame ends with it.
+    const msg = this.#applied as StoredMessage | undefined; // set by the apply() of a PUBLISH
+    if (
+      msg && !msg.onDisk && record.type === RecordType.Publish &&
+      (this.memory.cache.bounded || record.payload.length >= this.diskPayloadMin)
+    ) {
+      // Once durable, the payload is in the file too: the frame ends with it.
       const offset = at + this.wal.lastSize - record.payload.length;
-      durable.then(() => this.#toDisk(record.id, generation, offset), () => {});
+      durable.then(() => this.#durable(msg, generation, offset), () => {});
     }
     return durable;
   }
 
-  #toDisk(id: string, generation: number, offset: number): void {
-    const msg = this.messages.get(id);
-    const at = msg && !msg.onDisk && this.wal.locate(generation, offset);
-    if (msg && at) this.#move(msg, at);
+  /**
+   * A message's record is on disk: a large payload is read from there from now on; a small one
+   * stays in memory while the payload cache has room for it.
+   */
+  #durable(msg: StoredMessage, generation: number, offset: number): void {
+    if (msg.pending === 0 || msg.onDisk || msg.file) return;
+    const at = this.wal.locate(generation, offset);
+    if (!at) return; // no file (`:memory:`), or a compaction left it elsewhere: keep it
+    if (msg.payloadBytes >= this.diskPayloadMin) return this.#move(msg, at);
+    msg.locate(at);
+    this.memory.cache.add(this, msg);
+  }
+
+  /** The payload cache is full: a payload still held goes to its file. */
+  evict(msg: StoredMessage): void {
+    const at = msg.location;
+    if (at && this.messages.get(msg.id) === msg) this.#move(msg, at);
   }
 
   #move(msg: StoredMessage, at: PayloadLocation): void {
     const before = msg.heldBytes;
-    if (!msg.onDisk) this.#onDisk++;
     msg.toDisk(at);
     this.#hold(msg.heldBytes - before);
   }
 
   /**
    * Applies one record to memory: the only way durable state changes, live or at replay.
-   * `disk` says where a PUBLISH's payload is in its file, when replay leaves it there.
+   * `disk` says where a PUBLISH's payload is in its file, when replay leaves it there; with
+   * `keep`, replay also keeps it in memory (r.payload), in the payload cache.
    */
-  apply(r: WalRecord, now: number, size: number, disk?: PayloadLocation): void {
+  apply(r: WalRecord, now: number, size: number, disk?: PayloadLocation, keep = false): void {
     // A compacted file lists held messages under their original (older) numbers after META.
     if (r.seq > this.seq) this.seq = r.seq;
     switch (r.type) {
@@ -226,7 +248,7 @@ export class Topic {
         };
         break;
       case RecordType.Publish:
-        this.#applyPublish(r, now, size, disk);
+        this.#applyPublish(r, now, size, disk, keep);
         break;
       case RecordType.Group:
         if (!this.groups.has(r.name)) {
@@ -263,10 +285,12 @@ export class Topic {
         break;
       case RecordType.Purge:
         for (const g of this.groups.values()) g.clear();
-        for (const msg of this.messages.values()) this.liveBytes -= msg.size;
+        for (const msg of this.messages.values()) {
+          this.liveBytes -= msg.size;
+          msg.pending = 0;
+        }
         this.#hold(-(this.heldBytes - this.keys.bytes)); // the keys stay for their window
         this.storedBytes = 0;
-        this.#onDisk = 0;
         this.messages.clear();
         this.expiry.clear();
         break;
@@ -309,7 +333,13 @@ export class Topic {
     this.groups.delete(g.name);
   }
 
-  #applyPublish(r: PublishRecord, now: number, size: number, disk?: PayloadLocation): void {
+  #applyPublish(
+    r: PublishRecord,
+    now: number,
+    size: number,
+    disk: PayloadLocation | undefined,
+    keep: boolean,
+  ): void {
     if (r.idemKey && IdempotencyKeys.live(r.timestamp, now)) {
       this.keys.keep(r.idemKey, r.id, r.timestamp);
     }
@@ -318,12 +348,11 @@ export class Topic {
     let msg = r.merge ? this.messages.get(r.id) : undefined;
     const fresh = msg === undefined;
     if (!msg) {
-      msg = new StoredMessage(r, size, disk);
+      msg = new StoredMessage(r, size, disk, keep);
       this.messages.set(r.id, msg);
       this.liveBytes += size;
       this.#hold(msg.heldBytes);
       this.storedBytes += msg.storedBytes;
-      if (disk) this.#onDisk++;
       if (msg.expiresAt) this.expiry.push(msg.expiresAt, msg);
     }
     // A second group dead-lettering the same message: redrive must return it to both.
@@ -344,6 +373,8 @@ export class Topic {
       }
     }
     if (msg.pending === 0) this.#forget(msg);
+    else if (fresh && keep && disk) this.memory.cache.add(this, msg);
+    this.#applied = msg;
   }
 
   /**
@@ -374,24 +405,40 @@ export class Topic {
   }
 
   /**
-   * After a compaction: every payload on disk now lives in the new file, at the offset the
-   * snapshot wrote it to, or (appended during the compaction) where the WAL moved it. Large
-   * payloads still in memory go to disk too. Then the replaced files' readers close.
+   * After a compaction: every payload now lives in the new file, at the offset the snapshot
+   * wrote it to, or (appended during the compaction) where the WAL moved it. Payloads read from
+   * disk, and large ones still in memory, are read from there; small ones in memory keep their
+   * memory and learn their new place. Then the replaced files' readers close.
    */
   relocate(): void {
     const swapped = this.wal.generation === this.#relocationGeneration;
-    const moved = new Map(swapped ? this.#relocations : []);
-    this.#relocations = [];
+    const moved = this.#relocated, movedAt = this.#relocatedAt;
+    this.#relocated = [];
+    this.#relocatedAt = [];
     if (!swapped) return; // the compaction did not replace the file: offsets are unchanged
-    if (moved.size === 0 && this.#onDisk === 0) return this.wal.releaseRetired();
+    const done = new Set<StoredMessage>();
+    for (let i = 0; i < moved.length; i++) {
+      const msg = moved[i]!;
+      if (this.messages.get(msg.id) !== msg) continue;
+      this.#relocate(msg, this.wal.locate(this.wal.generation, movedAt[i]!));
+      done.add(msg);
+    }
+    // Appended during the compaction: moved along with the tail of the old file.
     for (const msg of this.messages.values()) {
-      const offset = moved.get(msg);
-      const at = offset !== undefined
-        ? this.wal.locate(this.wal.generation, offset)
-        : msg.location && this.wal.rebase(msg.location);
-      if (at && msg.payloadBytes >= this.diskPayloadMin) this.#move(msg, at);
+      if (done.has(msg) || !msg.file) continue;
+      const at = this.wal.rebase(msg.location!);
+      if (at) this.#relocate(msg, at);
     }
     this.wal.releaseRetired();
+  }
+
+  #relocate(msg: StoredMessage, at: PayloadLocation | undefined): void {
+    if (at && (msg.onDisk || msg.payloadBytes >= this.diskPayloadMin)) return this.#move(msg, at);
+    // In memory: learn the new place (or forget one in a file that is going away). A record the
+    // snapshot wrote before its own batch was durable gets its place here, not in #durable.
+    const first = !msg.file;
+    msg.locate(at);
+    if (first && at && this.memory.cache.bounded) this.memory.cache.add(this, msg);
   }
 
   /** Counts `bytes` (negative: freed) on the topic and against the broker's budget. */
@@ -420,7 +467,6 @@ export class Topic {
       this.liveBytes -= msg.size;
       this.#hold(-msg.heldBytes);
       this.storedBytes -= msg.storedBytes;
-      if (msg.onDisk) this.#onDisk--;
     }
   }
 
@@ -500,18 +546,21 @@ export class Topic {
     let bytes = 0;
     // Where each frame lands in the new file: after the header, the head, then in order.
     let pos = FILE_HEADER_BYTES + head.reduce((n, f) => n + f.length, 0);
-    this.#relocations = [];
+    this.#relocated = [];
+    this.#relocatedAt = [];
     this.#relocationGeneration = this.wal.generation + 1;
-    for (const msg of messages) {
+    for (let i = 0; i < messages.length; i++) {
+      // Payloads in the file are read a stretch at a time where they lie close together.
+      if (i % PREFETCH_MESSAGES === 0) prefetchPayloads(messages.slice(i, i + PREFETCH_MESSAGES));
+      const msg = messages[i]!;
       if (this.messages.get(msg.id) !== msg) continue; // gone since T; its record is captured
       if (msg.idemKey) keyed.add(msg.idemKey); // the message's frame carries its key
       const f = this.#messageFrame(msg);
       // The message now rests on its new record: keep the accounting exact.
       this.liveBytes += f.length - msg.size;
       msg.size = f.length;
-      if (msg.payloadBytes >= this.diskPayloadMin) {
-        this.#relocations.push([msg, pos + f.length - msg.payloadBytes]);
-      }
+      this.#relocated.push(msg);
+      this.#relocatedAt.push(pos + f.length - msg.payloadBytes);
       pos += f.length;
       chunk.push(f);
       bytes += f.length;

@@ -562,6 +562,22 @@ class Reader {
       return recent(buf, start, n) ??
         remember(buf, start, n, decoder.decode(buf.subarray(start, start + n)));
     }
+    if (n === 36) {
+      // A UUID (every message id): one call with its 36 codes, no array to fill first.
+      const b = buf, p = start;
+      let or = 0;
+      for (let i = p; i < p + 36; i++) or |= b[i]!;
+      if (or < 0x80) {
+        // deno-fmt-ignore
+        return String.fromCharCode(
+          b[p]!, b[p + 1]!, b[p + 2]!, b[p + 3]!, b[p + 4]!, b[p + 5]!, b[p + 6]!, b[p + 7]!,
+          b[p + 8]!, b[p + 9]!, b[p + 10]!, b[p + 11]!, b[p + 12]!, b[p + 13]!, b[p + 14]!,
+          b[p + 15]!, b[p + 16]!, b[p + 17]!, b[p + 18]!, b[p + 19]!, b[p + 20]!, b[p + 21]!,
+          b[p + 22]!, b[p + 23]!, b[p + 24]!, b[p + 25]!, b[p + 26]!, b[p + 27]!, b[p + 28]!,
+          b[p + 29]!, b[p + 30]!, b[p + 31]!, b[p + 32]!, b[p + 33]!, b[p + 34]!, b[p + 35]!,
+        );
+      }
+    }
     if (n <= 64) {
       // Ids and names are short ASCII: a reused array of codes beats TextDecoder and subarray.
       codes.length = n;

@@ -128,7 +128,7 @@ class Pusher implements Consumer {
   async #attempt(item: Offered, ephemeral: boolean): Promise<void> {
     const d = item as Delivery;
     const lease = ephemeral ? 0 : d.lease;
-    const body = item.msg.payload;
+    const body = item.msg.payloadToKeep; // held across the POST's awaits
     const t0 = performance.now();
     const headers = await this.#headers(item, body);
     const result = await this.owner.send(this.hook.url, { headers, body });

@@ -10,7 +10,7 @@ import { logLines, start, stop, withDataDir } from "../_support/child.ts";
 
 const MIB = 1024 * 1024;
 /** Keeps 2 MiB payloads in memory: these tests are about memory that payloads hold. */
-const IN_MEMORY = { BROKER_DISK_PAYLOAD_MIN: "4MiB" };
+const IN_MEMORY = { BROKER_DISK_PAYLOAD_MIN: "4MiB", BROKER_PAYLOAD_CACHE: "1GiB" };
 
 async function rssBytes(pid: number): Promise<number> {
   const status = await Deno.readTextFile(`/proc/${pid}/status`);

@@ -13,7 +13,7 @@ import { withBroker } from "../_support/server.ts";
 const MIB = 1024 * 1024;
 const big = () => new Uint8Array(2 * MIB).fill(0x62);
 /** Keeps every payload in memory, so the budget's arithmetic is the payloads'. */
-const IN_MEMORY = { diskPayloadMinBytes: 4 * MIB };
+const IN_MEMORY = { diskPayloadMinBytes: 4 * MIB, payloadCacheBytes: 1024 * MIB };
 
 Deno.test("at BROKER_MAX_MEMORY a publish is 429 memory_full until consumers make room", async () => {
   await withBroker({ ...IN_MEMORY, maxMemoryBytes: 8 * MIB }, async (ctx) => {
