@@ -931,7 +931,7 @@ async function batch(o: Options, p: Plan): Promise<void> {
     const rate = msgsPerSecond(w);
     log(`batch c=${BATCH_CONNS}: ${int(rate)} msg/s p99 ${ms(w.p99_us)}`);
     row({
-      section: "11",
+      section: "2b",
       measure: `batch publish, ${BATCH_COUNT} × 1 KiB a request, msg/s`,
       conns: String(BATCH_CONNS),
       result: int(rate),
