@@ -61,6 +61,20 @@ export interface BatchPublishMessage {
   content_type?: string;
 }
 
+/** Every field a batch message may have; the broker refuses others (a misspelt option). */
+export const BATCH_MESSAGE_FIELDS: ReadonlySet<string> = new Set(
+  [
+    "payload",
+    "payload_text",
+    "ttl",
+    "delay",
+    "priority",
+    "idempotency_key",
+    "headers",
+    "content_type",
+  ] satisfies (keyof BatchPublishMessage)[],
+);
+
 /** POST /publish/{topic}?broadcast=true. */
 export interface BroadcastAnswer {
   broadcast: true;

@@ -18,6 +18,7 @@ import { PRIORITIES } from "../lib/message.ts";
 import { checkName } from "../lib/names.ts";
 import { allocPayload, copyPayload } from "../lib/slab.ts";
 import { schemaRef } from "../protocol/schemas.ts";
+import { BATCH_MESSAGE_FIELDS } from "../protocol/wire.ts";
 import { readBody } from "./body.ts";
 import { describe, durationIn, jsonText } from "./http.ts";
 import { MAX_HEADER_BYTES, MAX_KEY_LENGTH } from "./publish.ts";
@@ -30,17 +31,6 @@ const NDJSON_TYPES = new Set([
   "application/x-ndjson",
   "application/jsonl",
   "application/jsonlines",
-]);
-/** The fields a message object may have. */
-const FIELDS = new Set([
-  "payload",
-  "payload_text",
-  "ttl",
-  "delay",
-  "priority",
-  "idempotency_key",
-  "headers",
-  "content_type",
 ]);
 /** An HTTP field name (RFC 9110 token) with the X-MQ- prefix, lower-cased. */
 const HEADER_NAME = /^x-mq-[!#$%&'*+.^_`|~0-9a-z-]+$/;
@@ -217,7 +207,9 @@ function parseItem(v: unknown, i: number, autoKeys: boolean): BatchItem {
   }
   const o = v as Record<string, unknown>;
   for (const k in o) {
-    if (!FIELDS.has(k)) throw bad("invalid_parameter", `${at}: unknown field ${describe(k)}`);
+    if (!BATCH_MESSAGE_FIELDS.has(k)) {
+      throw bad("invalid_parameter", `${at}: unknown field ${describe(k)}`);
+    }
   }
   const { payload, payload_text: text } = o;
   let bytes: Uint8Array;

@@ -7,7 +7,12 @@
 
 import { resolve } from "node:path";
 import type { BatchMessage } from "../../client/mod.ts";
-import type { BatchPublishMessage, Priority, PublishAnswer } from "../../protocol/wire.ts";
+import {
+  BATCH_MESSAGE_FIELDS,
+  type BatchPublishMessage,
+  type Priority,
+  type PublishAnswer,
+} from "../../protocol/wire.ts";
 import type { Ctx } from "../context.ts";
 import { explain } from "../explain.ts";
 import { CliFailure, usage } from "../failure.ts";
@@ -25,16 +30,6 @@ export interface BatchFlags {
 
 /** Messages one request carries (the broker's limit). */
 const PER_REQUEST = 1000;
-const FIELDS = new Set([
-  "payload",
-  "payload_text",
-  "ttl",
-  "delay",
-  "priority",
-  "idempotency_key",
-  "headers",
-  "content_type",
-]);
 
 /** One line of the file as a message; `defaults` are the command's own flags. */
 function lineMessage(text: string, line: number, defaults: Partial<BatchMessage>): BatchMessage {
@@ -49,7 +44,7 @@ function lineMessage(text: string, line: number, defaults: Partial<BatchMessage>
   }
   const o = v as BatchPublishMessage & Record<string, unknown>;
   for (const k of Object.keys(o)) {
-    if (!FIELDS.has(k)) throw usage(`Line ${line}: unknown field "${k}"`);
+    if (!BATCH_MESSAGE_FIELDS.has(k)) throw usage(`Line ${line}: unknown field "${k}"`);
   }
   let payload: string | Uint8Array;
   if (typeof o.payload_text === "string" && o.payload === undefined) payload = o.payload_text;
