@@ -53,6 +53,33 @@ export function checkPayload(topic: string, payload: Uint8Array): void {
   }
 }
 
+/** The PUBLISH record of a new message of `topic`, with its id and sequence number. */
+export function newPublishRecord(
+  topic: Topic,
+  payload: Uint8Array,
+  opts: PublishOptions,
+  now: number,
+): PublishRecord {
+  const ttl = opts.ttlMs || topic.settings.retainMs;
+  return {
+    type: RecordType.Publish,
+    seq: topic.nextSeq(),
+    id: uuidv7(now),
+    timestamp: now,
+    priority: opts.priority ?? NORMAL,
+    merge: false,
+    expiresAt: ttl ? now + ttl : 0,
+    redriveCount: 0,
+    idemKey: opts.idempotencyKey,
+    reason: undefined,
+    origin: undefined,
+    headers: internHeaders(opts.headers),
+    deliveries: undefined,
+    dueAt: opts.delayMs ? now + opts.delayMs : 0,
+    payload,
+  };
+}
+
 /** Stores a message; resolves once durable (per BROKER_FSYNC). */
 export async function publish(
   ctx: BrokerContext,
@@ -82,24 +109,7 @@ export async function publish(
   }
   counted(topic, () => ctx.memory.admit(name, payload.length));
   makeRoom(ctx, topic, payload.length, now);
-  const ttl = opts.ttlMs || topic.settings.retainMs;
-  const record: PublishRecord = {
-    type: RecordType.Publish,
-    seq: topic.nextSeq(),
-    id: uuidv7(now),
-    timestamp: now,
-    priority: opts.priority ?? NORMAL,
-    merge: false,
-    expiresAt: ttl ? now + ttl : 0,
-    redriveCount: 0,
-    idemKey: key,
-    reason: undefined,
-    origin: undefined,
-    headers: internHeaders(opts.headers),
-    deliveries: undefined,
-    dueAt: opts.delayMs ? now + opts.delayMs : 0,
-    payload,
-  };
+  const record = newPublishRecord(topic, payload, opts, now);
   const durable = topic.commit(record, now);
   topic.counters.published++;
   if (!record.dueAt) ctx.deliverAll(topic, now);

@@ -11,11 +11,9 @@ import { MAX_PAYLOAD_BYTES } from "./config.ts";
 import type { BrokerContext } from "./context.ts";
 import { BrokerError } from "./errors.ts";
 import { heldSize } from "./memory.ts";
-import { internHeaders, NORMAL } from "./message.ts";
-import { makeRoomFor, type Published, type PublishOptions } from "./publish.ts";
+import { NORMAL } from "./message.ts";
+import { makeRoomFor, newPublishRecord, type Published, type PublishOptions } from "./publish.ts";
 import type { SeenKey } from "./idempotency.ts";
-import { uuidv7 } from "./uuid.ts";
-import { type PublishRecord, RecordType } from "./wal_record.ts";
 
 /** One message of a batch: its payload and the options a single publish takes. */
 export interface BatchItem extends PublishOptions {
@@ -91,7 +89,6 @@ export async function publishBatch(
   const durables: Promise<void>[] = [];
   let last: Promise<void> | undefined;
   let ready = false;
-  const ttlDefault = topic.settings.retainMs;
   for (let i = 0; i < items.length; i++) {
     const item = items[i]!;
     const from = source[i]!;
@@ -110,24 +107,7 @@ export async function publishBatch(
       } else out[i] = { ...out[from]!, deduplicated: true, visibleAt: 0, expiresAt: 0 };
       continue;
     }
-    const ttl = item.ttlMs || ttlDefault;
-    const record: PublishRecord = {
-      type: RecordType.Publish,
-      seq: topic.nextSeq(),
-      id: uuidv7(now),
-      timestamp: now,
-      priority: item.priority ?? NORMAL,
-      merge: false,
-      expiresAt: ttl ? now + ttl : 0,
-      redriveCount: 0,
-      idemKey: item.idempotencyKey,
-      reason: undefined,
-      origin: undefined,
-      headers: internHeaders(item.headers),
-      deliveries: undefined,
-      dueAt: item.delayMs ? now + item.delayMs : 0,
-      payload: item.payload,
-    };
+    const record = newPublishRecord(topic, item.payload, item, now);
     const durable = topic.commit(record, now);
     if (durable !== last) durables.push(last = durable);
     if (!record.dueAt) ready = true;
