@@ -9,6 +9,7 @@ import type { Consumers } from "./consumers.ts";
 import type { BrokerContext } from "./context.ts";
 import { BrokerError } from "./errors.ts";
 import { heldSize } from "./memory.ts";
+import type { SeenKey } from "./idempotency.ts";
 import { internHeaders, NORMAL, StoredMessage } from "./message.ts";
 import { checkName } from "./names.ts";
 import type { Subscribers } from "./subscribers.ts";
@@ -95,16 +96,7 @@ export async function publish(
     const seen = topic.keys.lookup(key, now);
     if (seen) {
       await topic.wal.barrier(); // the original is durable before we point at it
-      const orig = topic.messages.get(seen.id);
-      return {
-        id: seen.id,
-        topic: name,
-        timestamp: seen.at,
-        priority: orig?.priority ?? opts.priority ?? NORMAL,
-        deduplicated: true,
-        visibleAt: 0,
-        expiresAt: 0,
-      };
+      return seenAnswer(topic, seen, opts);
     }
   }
   counted(topic, () => ctx.memory.admit(name, payload.length));
@@ -114,14 +106,32 @@ export async function publish(
   topic.counters.published++;
   if (!record.dueAt) ctx.deliverAll(topic, now);
   await durable;
+  return storedAnswer(topic, record);
+}
+
+/** What a publish answers for the message `record` stored. */
+export function storedAnswer(topic: Topic, record: PublishRecord): Published {
   return {
     id: record.id,
-    topic: name,
-    timestamp: now,
+    topic: topic.name,
+    timestamp: record.timestamp,
     priority: record.priority,
     deduplicated: false,
     visibleAt: record.dueAt,
     expiresAt: record.expiresAt,
+  };
+}
+
+/** What a publish answers when its idempotency key names a message stored before. */
+export function seenAnswer(topic: Topic, seen: SeenKey, opts: PublishOptions): Published {
+  return {
+    id: seen.id,
+    topic: topic.name,
+    timestamp: seen.at,
+    priority: topic.messages.get(seen.id)?.priority ?? opts.priority ?? NORMAL,
+    deduplicated: true,
+    visibleAt: 0,
+    expiresAt: 0,
   };
 }
 

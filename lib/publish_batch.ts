@@ -11,8 +11,14 @@ import { MAX_PAYLOAD_BYTES } from "./config.ts";
 import type { BrokerContext } from "./context.ts";
 import { BrokerError } from "./errors.ts";
 import { heldSize } from "./memory.ts";
-import { NORMAL } from "./message.ts";
-import { makeRoomFor, newPublishRecord, type Published, type PublishOptions } from "./publish.ts";
+import {
+  makeRoomFor,
+  newPublishRecord,
+  type Published,
+  type PublishOptions,
+  seenAnswer,
+  storedAnswer,
+} from "./publish.ts";
 import type { SeenKey } from "./idempotency.ts";
 
 /** One message of a batch: its payload and the options a single publish takes. */
@@ -93,33 +99,16 @@ export async function publishBatch(
     const item = items[i]!;
     const from = source[i]!;
     if (from !== STORE) {
-      if (from === SEEN) {
-        const key = seen!.get(i)!;
-        out[i] = {
-          id: key.id,
-          topic: name,
-          timestamp: key.at,
-          priority: topic.messages.get(key.id)?.priority ?? item.priority ?? NORMAL,
-          deduplicated: true,
-          visibleAt: 0,
-          expiresAt: 0,
-        };
-      } else out[i] = { ...out[from]!, deduplicated: true, visibleAt: 0, expiresAt: 0 };
+      out[i] = from === SEEN
+        ? seenAnswer(topic, seen!.get(i)!, item)
+        : { ...out[from]!, deduplicated: true, visibleAt: 0, expiresAt: 0 };
       continue;
     }
     const record = newPublishRecord(topic, item.payload, item, now);
     const durable = topic.commit(record, now);
     if (durable !== last) durables.push(last = durable);
     if (!record.dueAt) ready = true;
-    out[i] = {
-      id: record.id,
-      topic: name,
-      timestamp: now,
-      priority: record.priority,
-      deduplicated: false,
-      visibleAt: record.dueAt,
-      expiresAt: record.expiresAt,
-    };
+    out[i] = storedAnswer(topic, record);
   }
   topic.counters.published += count;
   if (ready) ctx.deliverAll(topic, now);
