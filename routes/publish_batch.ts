@@ -349,10 +349,18 @@ const MESSAGE_SCHEMA = {
   additionalProperties: false,
 };
 
+/**
+ * 1000 → "1,000" without `toLocaleString`, whose first call loads ICU: 25 ms of start-up
+ * (measured), for one number in a description.
+ */
+function groupThousands(n: number): string {
+  return String(n).replace(/\B(?=(\d{3})+$)/g, ",");
+}
+
 const PUBLISH_BATCH_DOC: RouteDoc = {
   operationId: "publishBatch",
   summary: "Publish many messages",
-  description: "Stores up to " + MAX_BATCH_MESSAGES.toLocaleString("en-US") + " messages in " +
+  description: "Stores up to " + groupThousands(MAX_BATCH_MESSAGES) + " messages in " +
     "one request, in order, all or nothing: a bad item fails the request with a problem whose " +
     "`detail` names its index (`messages[3].payload: …`), and a batch that does not fit the " +
     "topic's caps or the memory budget is refused whole (429), so nothing is stored. Every " +
