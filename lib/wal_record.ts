@@ -24,7 +24,7 @@
  *            its group and what the group held gone)
  */
 
-import { crc32 } from "node:zlib";
+import { crc32 } from "./crc32.ts";
 
 export const FILE_MAGIC = "FERRYWAL";
 export const FILE_VERSION = 1;
