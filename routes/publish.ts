@@ -116,7 +116,7 @@ async function publish(req: Request, ctx: Ctx): Promise<Response> {
     throw new BrokerError("empty_body", `Cannot publish to "${topic}": the body is empty`);
   }
   if (key !== null) opts.idempotencyKey = checkKey(key);
-  else if (idem === "auto") opts.idempotencyKey = autoKey(payload);
+  else if (idem === "auto") opts.idempotencyKey = await autoKey(payload);
   return publishOrBroadcast(ctx.broker, topic, payload, opts, broadcast);
 }
 

@@ -200,7 +200,7 @@ function storedHeaders(v: unknown, contentType: unknown, at: string): string[] |
 }
 
 /** One message object of the batch, checked; `i` is its index for the problem's detail. */
-function parseItem(v: unknown, i: number, autoKeys: boolean): BatchItem {
+function parseItem(v: unknown, i: number): BatchItem {
   const at = `messages[${i}]`;
   if (!v || typeof v !== "object" || Array.isArray(v)) {
     throw bad("invalid_parameter", `${at}: expected a message object, got ${describe(v)}`);
@@ -260,7 +260,7 @@ function parseItem(v: unknown, i: number, autoKeys: boolean): BatchItem {
       );
     }
     item.idempotencyKey = key;
-  } else if (autoKeys) item.idempotencyKey = autoKey(bytes);
+  }
   if (o.headers !== undefined || o.content_type !== undefined) {
     item.headers = storedHeaders(o.headers, o.content_type, at);
   }
@@ -298,9 +298,13 @@ async function publishBatch(req: Request, ctx: Ctx): Promise<Response> {
     throw new BrokerError("empty_body", `Cannot publish to "${topic}": the batch has no messages`);
   }
   if (raw.length > MAX_BATCH_MESSAGES) throw tooMany(String(raw.length));
-  const autoKeys = idem === "auto";
   const items: BatchItem[] = new Array(raw.length);
-  for (let i = 0; i < raw.length; i++) items[i] = parseItem(raw[i], i, autoKeys);
+  for (let i = 0; i < raw.length; i++) items[i] = parseItem(raw[i], i);
+  if (idem === "auto") {
+    await Promise.all(items.map(async (item) => {
+      item.idempotencyKey ??= await autoKey(item.payload);
+    }));
+  }
   const results = await ctx.broker.publishBatch(topic, items);
   ctx.metrics.observeBatch(items.length);
   const stored = results.some((r) => !r.deduplicated);
