@@ -266,6 +266,10 @@ export class FileWal implements Wal {
   #payloads: PayloadFile | undefined;
   /** Readers of files a compaction replaced (and of replay's), closed by releaseRetired(). */
   #retired: PayloadFile[] = [];
+  /** Writers of files a compaction replaced, kept open until releaseRetired() empties them. */
+  #oldWriters: Deno.FsFile[] = [];
+  /** The old writers being emptied and closed (see releaseRetired). */
+  #releasing: Promise<unknown> = RESOLVED;
   /** What the last compaction did: frames appended during it moved by snapshotEnd - captureStart. */
   #lastSwap: {
     generation: number;
@@ -554,7 +558,7 @@ export class FileWal implements Wal {
       this.generation++;
       this.bytes = size + sum(this.#queue);
       await syncDir(this.dir);
-      this.#file?.close();
+      if (this.#file) this.#oldWriters.push(this.#file);
       this.#file = tmp;
       tmp = undefined;
       this.#resolve(taken);
@@ -595,6 +599,7 @@ export class FileWal implements Wal {
     this.#file = undefined;
     this.releaseRetired();
     this.#payloads?.close();
+    await this.#releasing;
   }
 
   locate(generation: number, offset: number): PayloadLocation | undefined {
@@ -615,9 +620,21 @@ export class FileWal implements Wal {
     return { file, offset: at.offset - s.captureStart + s.snapshotEnd };
   }
 
+  /**
+   * Closes the readers of replaced files, then empties each replaced file in Deno's blocking pool
+   * before closing its writer: the last descriptor of an unlinked file frees its blocks as it
+   * closes, which for a file of 100 MiB took milliseconds of the event loop's thread (6.5 % of a
+   * drain's busy time, profiled). The readers go first, so the writer is the last descriptor.
+   */
   releaseRetired(): void {
     for (const f of this.#retired) f.close();
     this.#retired = [];
+    for (const w of this.#oldWriters) {
+      // Best effort: a failure leaves the blocks to be freed by the close, as before.
+      const emptied = w.truncate(0).catch(() => {}).then(() => w.close()).catch(() => {});
+      this.#releasing = Promise.all([this.#releasing, emptied]);
+    }
+    this.#oldWriters = [];
   }
 
   async remove(): Promise<void> {

@@ -56,6 +56,34 @@ Deno.test("FileWal.compact() keeps records appended while it runs", async () => 
   await Deno.remove(dir, { recursive: true });
 });
 
+/** Sizes of the files this process holds open that were deleted (replaced) under `path`. */
+async function replacedOpen(path: string): Promise<number[]> {
+  const sizes: number[] = [];
+  for await (const e of Deno.readDir("/proc/self/fd")) {
+    const link = await Deno.readLink(`/proc/self/fd/${e.name}`).catch(() => "");
+    if (link === `${path} (deleted)`) {
+      sizes.push((await Deno.stat(`/proc/self/fd/${e.name}`).catch(() => ({ size: -1 }))).size);
+    }
+  }
+  return sizes;
+}
+
+Deno.test("FileWal.releaseRetired() lets go of a replaced file, and close() waits until it has", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/t.wal`;
+  const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
+  for (let i = 1; i <= 100; i++) await wal.append(key(i));
+  await wal.compact(() => [[encodeRecord(key(100))]]);
+  // Until released, the replaced file stays readable whole (payloads may still be read from it).
+  const held = await replacedOpen(path);
+  assert(held.length >= 1 && held.every((s) => s > 1_000), `replaced file held: ${held}`);
+  wal.releaseRetired();
+  await wal.close(); // waits for the emptying
+  assertEquals(await replacedOpen(path), []);
+  assertEquals((await replayAll(path)).seen, [100]);
+  await Deno.remove(dir, { recursive: true });
+});
+
 Deno.test("FileWal.append(frame, after) writes the frame only once `after` settles, earlier frames first", async () => {
   const dir = await Deno.makeTempDir();
   const path = `${dir}/t.wal`;
