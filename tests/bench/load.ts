@@ -8,16 +8,22 @@
  *   deno task bench --only publish,consume
  *   deno task bench --broker path/to/main.ts   bench another build (default: ./main.ts)
  *
- * Sections (names for --only): ceiling, publish, consume, e2e, fanout, rss, replay, large.
+ * Sections (names for --only): ceiling, publish, consume, e2e, fanout, webhook, rss, replay,
+ * large, cluster, batch, idle, restart.
  *   ceiling  bare Deno.serve (tests/bench/ceiling.ts) answering a 1 KiB POST, req/s at 1/16/64
  *            connections: what one Deno process can do at all. Then the disk, in this process:
  *            1 KiB write + fdatasync each (the floor of a durable publish at one connection),
- *            and 64 records per write + fdatasync (what group commit can reach).
+ *            64 records per write + fdatasync (what group commit can reach at 64 connections),
+ *            and 1,000 (what batch publish's large group commits can reach).
  *   publish  POST /publish/bench-N with 1 KiB bodies at 1/16/64 connections; msg/s, p50/p99,
  *            share of the ceilings. Targets: 64 conns ≥ 80 % of the HTTP ceiling; 1 conn
- *            ≥ 80 % of one fdatasync each, with p99 ≤ 2 ms.
+ *            ≥ 80 % of one fdatasync each, with p99 ≤ 2 ms. The 1-conn row also prints what
+ *            one waiting client can reach at all: a bare round trip + one fdatasync each.
  *   consume  drain 100,000 pre-published 1 KiB messages with consume+ack, limit=1 (ack one by
- *            one) and limit=100 (batch ack). Target: limit=100 ≥ 250,000 msg/s.
+ *            one) and limit=100 (batch ack). Target: limit=100 ≥ 250,000 msg/s. First the
+ *            drain's ceiling: tests/bench/ceiling.ts answering prebuilt 100-message consumes and
+ *            acks to the same wrk script; and, in this process, what building the answers
+ *            (routes/wire.ts) costs per message.
  *            Then the same drain through the client library's `messages()` loop (8 loops of
  *            batch 100 in one process, tests/bench/client_drain.ts), next to the limit=100 row.
  *   e2e      2,000 msg/s published by one process, long-polled (timeout=5s) by another:
@@ -74,6 +80,9 @@ import { parseLogLine, readLines } from "../_support/child.ts";
 import { startTask, startTaskPermissions } from "../_support/start_task.ts";
 import { startEtcd } from "../_support/etcd.ts";
 import { runChaos } from "../cluster/chaos.ts";
+import { Broker, type Handed } from "../../lib/broker.ts";
+import { defaultConfig } from "../../lib/config.ts";
+import { messagesText } from "../../routes/wire.ts";
 
 const HERE = new URL(".", import.meta.url).pathname;
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -721,7 +730,7 @@ const rows: Row[] = [];
 /** Figures later sections compare against. */
 const figures: {
   ceiling: Map<number, number>;
-  /** Records per second the disk takes at 1 and 64 records per fdatasync. */
+  /** Records per second the disk takes at 1, 64 and 1,000 records per fdatasync. */
   disk: Map<number, number>;
   publish: Map<number, number>;
   consume: Map<number, number>;
@@ -823,7 +832,7 @@ function diskRate(
 async function disk(_o: Options, p: Plan): Promise<void> {
   const dir = await tempDir("ferry-bench-disk-");
   try {
-    for (const perSync of [1, 64]) {
+    for (const perSync of [1, 64, 1_000]) {
       await quiet();
       const { rate, syncs } = diskRate(dir, perSync, p.runS);
       figures.disk.set(perSync, rate);
@@ -833,8 +842,8 @@ async function disk(_o: Options, p: Plan): Promise<void> {
         section: "1",
         measure: perSync === 1
           ? "disk ceiling: 1 KiB write + fdatasync each, records/s"
-          : "disk ceiling: 64 × 1 KiB per write + fdatasync, records/s",
-        conns: perSync === 1 ? "1" : "64",
+          : `disk ceiling: ${int(perSync)} × 1 KiB per write + fdatasync, records/s`,
+        conns: perSync === 1_000 ? "" : String(perSync),
         result: int(rate),
         p50: q(0.5),
         p99: q(0.99),
@@ -862,6 +871,10 @@ async function publish(o: Options, p: Plan): Promise<void> {
       log(`publish c=${c}: ${int(rate)} msg/s p99 ${ms(w.p99_us)}`);
       const floor = figures.disk.get(1);
       const ofDisk = floor ? rate / floor : NaN;
+      // One client waits for each answer, so each publish takes at least a bare round trip
+      // (the ceiling at 1 connection) plus one fdatasync (the disk row): nothing overlaps them.
+      const ceil1 = figures.ceiling.get(1);
+      const sequential = ceil1 && floor ? 1 / (1 / ceil1 + 1 / floor) : NaN;
       let target = "", status: Status = "";
       if (c === 64) {
         target = "≥ 80 % of ceiling";
@@ -880,6 +893,13 @@ async function publish(o: Options, p: Plan): Promise<void> {
         notes: [
           ceil ? `${pct(share)} of ceiling` : "no ceiling run",
           c === 1 && floor ? `${pct(ofDisk)} of one fdatasync each` : "",
+          c === 1 && sequential
+            ? `one client cannot pass a bare round trip + one fdatasync each: ${
+              int(sequential)
+            } msg/s, ${pct(sequential / floor!)} of one fdatasync each (${
+              pct(rate / sequential)
+            } of that)`
+            : "",
           fsyncNote(fs0, fs1, w.requests - w.status_errors),
           errorsOf(w),
           await busyNote(),
@@ -940,6 +960,9 @@ async function batch(o: Options, p: Plan): Promise<void> {
       notes: [
         `${int(requests / (w.duration_us / 1e6))} req/s`,
         `${pct(rate / ceil)} of bare Deno.serve reading the same bodies (${int(ceil)} msg/s)`,
+        figures.disk.get(1_000)
+          ? `${pct(rate / figures.disk.get(1_000)!)} of the disk at 1,000 records a fdatasync`
+          : "",
         fsyncNote(fs0, fs1, requests * BATCH_COUNT),
         errorsOf(w),
         await busyNote(),
@@ -950,7 +973,68 @@ async function batch(o: Options, p: Plan): Promise<void> {
   });
 }
 
+/**
+ * The drain's ceiling: tests/bench/ceiling.ts answering every consume with one prebuilt array of
+ * 100 messages of 1 KiB and every batch ack with its count, drained by the same consume script
+ * and connections as row 3b. Messages/s: what HTTP and wrk allow a drain at all here.
+ */
+async function drainCeiling(p: Plan): Promise<number> {
+  const srv = await spawnServer(join(HERE, "ceiling.ts"), ["--port", "0"], ["-A"]);
+  try {
+    const run = {
+      script: "consume.lua",
+      url: srv.url,
+      threads: p.drainConns,
+      conns: p.drainConns,
+      args: ["ceiling", "100"],
+    };
+    await quiet();
+    await wrkTimed({ ...run, seconds: p.warmS });
+    const w = await wrkTimed({ ...run, seconds: p.runS });
+    const rate = (w.consumed ?? 0) / (w.duration_us / 1e6);
+    log(`drain ceiling: ${int(rate)} msg/s`);
+    row({
+      section: "3b",
+      measure: "drain ceiling: bare Deno.serve, prebuilt 100-message consumes + batch acks, msg/s",
+      conns: String(p.drainConns),
+      result: int(rate),
+      p50: ms(w.p50_us),
+      p99: ms(w.p99_us),
+      notes: [errorsOf(w), await busyNote()].filter(Boolean).join("; "),
+    });
+    return rate;
+  } finally {
+    await srv.stop("SIGKILL");
+  }
+}
+
+/**
+ * What building a consume's answer costs the broker's one JS thread, in this process: µs per
+ * message of routes/wire.ts's messagesText over 100 messages of 1 KiB (Base64, payload_text).
+ */
+async function answerCostUs(): Promise<number> {
+  const broker = await Broker.open(defaultConfig({ dataDir: ":memory:", maxQueue: 1e9 }), {
+    tick: false,
+  });
+  try {
+    const payload = new Uint8Array(KIB).fill(120);
+    for (let i = 0; i < 100; i++) await broker.publish("answer", payload.slice());
+    const handed: Handed[] = await broker.consume("answer", { limit: 100, peek: true }, (h) => h);
+    for (let i = 0; i < 200; i++) messagesText(handed); // warm the JIT
+    const rounds = 2_000;
+    const t0 = performance.now();
+    for (let i = 0; i < rounds; i++) messagesText(handed);
+    return (performance.now() - t0) * 1000 / (rounds * handed.length);
+  } finally {
+    await broker.close();
+  }
+}
+
 async function consume(o: Options, p: Plan): Promise<void> {
+  const ceil = await drainCeiling(p);
+  await quiet();
+  const answerUs = await answerCostUs();
+  log(`answer building: ${answerUs.toFixed(2)} µs a message`);
   for (const limit of [1, 100]) {
     await withBroker(o, Math.max(200_000, p.drainCount * 2), async (b) => {
       const topic = `drain-${limit}`;
@@ -996,6 +1080,11 @@ async function consume(o: Options, p: Plan): Promise<void> {
         target = "≥ 250,000 msg/s";
         status = verdict(rate >= 250_000);
         if (pub64) notes.push(`${(rate / pub64).toFixed(2)} × publish @64`);
+        notes.push(
+          `${pct(rate / ceil)} of the drain ceiling`,
+          `building the answers alone takes ${answerUs.toFixed(2)} µs a message in this ` +
+            `process: ${pct(answerUs * 250_000 / 1e6)} of the broker's one JS thread at 250,000/s`,
+        );
       }
       row({
         section: limit === 1 ? "3a" : "3b",
