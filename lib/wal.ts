@@ -269,7 +269,7 @@ export class FileWal implements Wal {
   /** Writers of files a compaction replaced, kept open until releaseRetired() empties them. */
   #oldWriters: Deno.FsFile[] = [];
   /** The old writers being emptied and closed (see releaseRetired). */
-  #releasing: Promise<unknown> = RESOLVED;
+  #releasing: Promise<void> = RESOLVED;
   /** What the last compaction did: frames appended during it moved by snapshotEnd - captureStart. */
   #lastSwap: {
     generation: number;
@@ -632,7 +632,8 @@ export class FileWal implements Wal {
     for (const w of this.#oldWriters) {
       // Best effort: a failure leaves the blocks to be freed by the close, as before.
       const emptied = w.truncate(0).catch(() => {}).then(() => w.close()).catch(() => {});
-      this.#releasing = Promise.all([this.#releasing, emptied]);
+      // Resolves to nothing: each compaction's value must not hold the previous one's.
+      this.#releasing = Promise.all([this.#releasing, emptied]).then(() => {});
     }
     this.#oldWriters = [];
   }
