@@ -132,3 +132,27 @@ export function put(
 export function texts(items: Iterable<{ msg: { payload: Uint8Array } }>): string[] {
   return [...items].map((d) => text(d.msg.payload));
 }
+
+/**
+ * Moves the clock so the broker starts compacting `topic`, and publishes through it: ten
+ * publishes before the snapshot starts, then one a turn while it is written (captured, moved
+ * after it), until the file is swapped and the relocation after the swap has run. Returns how
+ * many publishes raced the compaction.
+ */
+export async function publishThroughCompaction(
+  t: Pick<Clocked, "advance">,
+  topic: Topic,
+  publish: (n: number) => Promise<unknown>,
+  first: number,
+): Promise<number> {
+  const generation = topic.wal.generation;
+  t.advance(10); // starts a compaction in the background
+  const racing = Array.from({ length: 10 }, (_, i) => publish(first + i));
+  for (let i = 10; topic.wal.generation === generation; i++) {
+    racing.push(publish(first + i));
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  await Promise.all(racing);
+  await new Promise((r) => setTimeout(r, 1)); // the relocation follows the swap
+  return racing.length;
+}

@@ -5,6 +5,7 @@ const wire = (ms: Handed[]) => ms.map(messageJson);
 import { assert, assertEquals, assertRejects } from "../_support/assert.ts";
 import { Broker } from "../../lib/broker.ts";
 import { type Config, defaultConfig } from "../../lib/config.ts";
+import { publishThroughCompaction } from "./_clock.ts";
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (m: { payload_text?: string }) => m.payload_text;
@@ -278,17 +279,8 @@ Deno.test("Broker reads payloads kept on disk right, across compactions racing p
     const ids = [...sent.keys()].slice(0, 40); // acked while ready: the file is mostly garbage
     await b.ack("d", "", ids);
     for (const id of ids) sent.delete(id);
-    const generation = topic.wal.generation;
-    t.advance(10); // starts a compaction in the background
-    // Publishes before the snapshot starts, then while it is written (captured, moved after it).
-    const racing = Array.from({ length: 10 }, (_, i) => publishOne(round * 1000 + i));
-    for (let i = 10; topic.wal.generation === generation; i++) {
-      racing.push(publishOne(round * 1000 + i));
-      await new Promise((r) => setTimeout(r, 0));
-    }
-    await Promise.all(racing);
-    assert(racing.length > 10, "some publishes raced the compaction");
-    await new Promise((r) => setTimeout(r, 1)); // the relocation follows the swap
+    const raced = await publishThroughCompaction(t, topic, publishOne, round * 1000);
+    assert(raced > 10, "some publishes raced the compaction");
     await check(`after compaction ${round}`);
   }
   await b.close();

@@ -2,7 +2,7 @@ import { assert, assertEquals } from "../_support/assert.ts";
 import type { Handed } from "../../lib/broker.ts";
 import { PayloadFile, prefetchPayloads } from "../../lib/payload_file.ts";
 import { messageJson } from "../../routes/wire.ts";
-import { openBroker } from "./_clock.ts";
+import { openBroker, publishThroughCompaction } from "./_clock.ts";
 
 const wire = (ms: Handed[]) => ms.map(messageJson);
 const bytes = (s: string) => new TextEncoder().encode(s);
@@ -71,15 +71,7 @@ Deno.test("payloads in memory and on disk read right across compactions racing p
     const ids = [...sent.keys()].slice(0, 40);
     await b.ack("d", "", ids);
     for (const id of ids) sent.delete(id);
-    const generation = topic.wal.generation;
-    t.advance(10); // starts a compaction in the background
-    const racing = Array.from({ length: 10 }, (_, i) => publishOne(round * 1000 + i));
-    for (let i = 10; topic.wal.generation === generation; i++) {
-      racing.push(publishOne(round * 1000 + i));
-      await new Promise((r) => setTimeout(r, 0));
-    }
-    await Promise.all(racing);
-    await new Promise((r) => setTimeout(r, 1)); // the relocation follows the swap
+    await publishThroughCompaction(t, topic, publishOne, round * 1000);
     const msgs = [...topic.messages.values()];
     assert(msgs.some((m) => m.onDisk) && msgs.some((m) => !m.onDisk), "both kinds are held");
     await check(`after compaction ${round}`);
