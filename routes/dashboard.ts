@@ -17,7 +17,7 @@ import {
   queueParam,
 } from "./http.ts";
 import { readJson } from "./body.ts";
-import { parsePriority, publishOrBroadcast } from "./publish.ts";
+import { parsePriority, PUBLISH_ERRORS, publishOrBroadcast } from "./publish.ts";
 import type { Ctx, Route } from "./router.ts";
 import { list as listWebhooks } from "../lib/webhooks/registry.ts";
 import { webhookItem } from "./webhooks.ts";
@@ -137,13 +137,7 @@ const PUBLISH_DOC: RouteDoc = {
       json: { oneOf: [schemaRef("PublishAnswer"), schemaRef("BroadcastAnswer")] },
     },
   },
-  errors: [
-    "invalid_duration",
-    "invalid_parameter",
-    "topic_limit_reached",
-    "queue_full",
-    "memory_full",
-  ],
+  errors: PUBLISH_ERRORS,
 };
 
 const CONSUME_DOC: RouteDoc = {

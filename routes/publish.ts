@@ -1,5 +1,6 @@
 /** POST /publish/{topic}: raw bytes in, with ttl, delay, priority, broadcast and idempotency. */
 
+import type { ErrorCode } from "../protocol/error_codes.ts";
 import type { Broker, PublishOptions } from "../lib/broker.ts";
 import { autoKey } from "../lib/idempotency.ts";
 import { publishedJson } from "./wire.ts";
@@ -120,6 +121,15 @@ async function publish(req: Request, ctx: Ctx): Promise<Response> {
   return publishOrBroadcast(ctx.broker, topic, payload, opts, broadcast);
 }
 
+/** What a publish may be refused with besides the body's checks: the same for every publish route. */
+export const PUBLISH_ERRORS: ErrorCode[] = [
+  "invalid_duration",
+  "invalid_parameter",
+  "topic_limit_reached",
+  "queue_full",
+  "memory_full",
+];
+
 const PUBLISH_DOC: RouteDoc = {
   operationId: "publish",
   summary: "Publish a message",
@@ -170,13 +180,7 @@ const PUBLISH_DOC: RouteDoc = {
       json: { oneOf: [schemaRef("PublishAnswer"), schemaRef("BroadcastAnswer")] },
     },
   },
-  errors: [
-    "invalid_duration",
-    "invalid_parameter",
-    "topic_limit_reached",
-    "queue_full",
-    "memory_full",
-  ],
+  errors: PUBLISH_ERRORS,
   extensions: { "x-ferry-stored-headers": "X-MQ-*" },
 };
 

@@ -21,7 +21,7 @@ import { schemaRef } from "../protocol/schemas.ts";
 import { BATCH_MESSAGE_FIELDS } from "../protocol/wire.ts";
 import { readBody } from "./body.ts";
 import { describe, durationIn, jsonText } from "./http.ts";
-import { MAX_HEADER_BYTES, MAX_KEY_LENGTH } from "./publish.ts";
+import { MAX_HEADER_BYTES, MAX_KEY_LENGTH, PUBLISH_ERRORS } from "./publish.ts";
 import { durationSchema, query, type RouteDoc } from "./route_doc.ts";
 import type { Ctx, Route } from "./router.ts";
 import { batchAnswerText } from "./wire.ts";
@@ -410,13 +410,7 @@ const PUBLISH_BATCH_DOC: RouteDoc = {
       json: "BatchPublishAnswer",
     },
   },
-  errors: [
-    "invalid_duration",
-    "invalid_parameter",
-    "topic_limit_reached",
-    "queue_full",
-    "memory_full",
-  ],
+  errors: PUBLISH_ERRORS,
 };
 
 export const publishBatchRoutes: Route[] = [
