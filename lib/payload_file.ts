@@ -23,9 +23,12 @@ export class PayloadFile {
     this.#file = file;
   }
 
-  /** Opens `path` for reading; the handle follows the file, not the name, across renames. */
-  static async open(path: string): Promise<PayloadFile> {
-    return new PayloadFile(path, await Deno.open(path, { read: true }));
+  /**
+   * Opens `path` for reading; the handle follows the file, not the name, across renames.
+   * Synchronous like the reads: replay opens one per topic before the broker listens.
+   */
+  static open(path: string): PayloadFile {
+    return new PayloadFile(path, Deno.openSync(path, { read: true }));
   }
 
   /**

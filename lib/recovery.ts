@@ -57,15 +57,18 @@ export function normalise(
   return undefined;
 }
 
-/** The topic names of the data dir's WAL files, sorted; removes leftovers of interrupted rewrites. */
-async function scan(dir: string, log: Logger): Promise<string[]> {
-  await Deno.mkdir(dir, { recursive: true });
+/**
+ * The topic names of the data dir's WAL files, sorted; removes leftovers of interrupted rewrites.
+ * Synchronous, like replay's reads (see lib/wal_replay.ts): nothing else runs before listening.
+ */
+function scan(dir: string, log: Logger): string[] {
+  Deno.mkdirSync(dir, { recursive: true });
   const names: string[] = [];
-  for await (const e of Deno.readDir(dir)) {
+  for (const e of Deno.readDirSync(dir)) {
     if (!e.isFile) continue;
     if (e.name.endsWith(".wal.compact") || e.name.endsWith(".wal.salvage")) {
       // An interrupted compaction or salvage: the .wal it was to replace is intact.
-      await Deno.remove(`${dir}/${e.name}`);
+      Deno.removeSync(`${dir}/${e.name}`);
       continue;
     }
     if (!e.name.endsWith(".wal")) continue;
@@ -86,7 +89,7 @@ export async function recover(
   o: RecoveryOptions,
 ): Promise<{ topics: Topic[]; report: RecoveryReport }> {
   const t0 = performance.now();
-  const names = await scan(o.dataDir, o.log);
+  const names = scan(o.dataDir, o.log);
   const topics: Topic[] = [];
   let records = 0, messages = 0;
   for (const name of names) {
@@ -96,7 +99,7 @@ export async function recover(
     const path = `${o.dataDir}/${name}.wal`;
     // Large payloads stay in the file; this reader keeps reading them, even if replay cuts
     // damage out of the file (it reads the file as replay saw it) until a compaction moves them.
-    const replayed = await PayloadFile.open(path);
+    const replayed = PayloadFile.open(path);
     const cache = o.memory.cache;
     const result = await replayFile(path, (r, size, at) => {
       // With a bounded payload cache every payload's place is kept; the first (oldest: the

@@ -350,7 +350,7 @@ export class FileWal implements Wal {
         await file.syncData();
         await syncDir(this.dir); // the new file's name survives a crash too
       }
-      this.#payloads = await PayloadFile.open(this.path);
+      this.#payloads = PayloadFile.open(this.path);
       this.#file = file;
     })();
     await this.#opening;
@@ -540,7 +540,7 @@ export class FileWal implements Wal {
       await writeAll(tmp, concat(captured, capturedBytes));
       size += capturedBytes;
       await tmp.syncData();
-      next = await PayloadFile.open(tmpPath); // the same file as tmp, whatever its name becomes
+      next = PayloadFile.open(tmpPath); // the same file as tmp, whatever its name becomes
       await Deno.rename(tmpPath, this.path);
       renamed = true;
       // Payload offsets now refer to the new file: a new generation starts before anyone waits.

@@ -113,7 +113,7 @@ Deno.test("prefetchPayloads() reads a batch's stretch of the file once; reads in
   const path = await Deno.makeTempFile();
   const data = new Uint8Array(64 * KIB).map((_, i) => i % 251);
   await Deno.writeFile(path, data);
-  const file = await PayloadFile.open(path);
+  const file = PayloadFile.open(path);
   const at = (fileOffset: number, payloadBytes: number) => ({
     onDisk: true,
     file,

@@ -141,7 +141,7 @@ Deno.test("normalise() copies a small payload out of the read buffer and shares 
 Deno.test("normalise() points a payload of diskPayloadMin or more at where its frame ends", async () => {
   const dir = await Deno.makeTempDir({ prefix: "ferry-twin-" });
   await Deno.writeFile(`${dir}/f`, new Uint8Array(100));
-  const file = await PayloadFile.open(`${dir}/f`);
+  const file = PayloadFile.open(`${dir}/f`);
   const topic = memTopic();
   const payload = new Uint8Array(20);
   const big = publishRecord(topic, "big", payload);
