@@ -20,6 +20,7 @@ import { ReplicaClient } from "./cluster/replica_client.ts";
 import { Replicator } from "./lib/cluster/replicator.ts";
 import { replicatedOpenWal } from "./lib/cluster/replicated_wal.ts";
 import { defaultOpenWal } from "./lib/wal.ts";
+import { exposedGc, IdleGc } from "./lib/idle_gc.ts";
 
 /** The broker and what production wires around it; tests get the same from startBroker(). */
 export interface Runtime {
@@ -175,6 +176,20 @@ export function appOptions(config: Config, log: Logger, rt: Runtime): AppOptions
     before: [],
     after: [metricsHook(rt.metrics)],
   };
+  const collect = exposedGc();
+  if (collect) {
+    const idle = new IdleGc({
+      collect,
+      onIdle: (collected, heapUsed, pauseMs) => {
+        if (!collected) return;
+        log.debug("heap collected once idle", {
+          heap_used_bytes: heapUsed,
+          pause_ms: Math.round(pauseMs * 10) / 10,
+        });
+      },
+    });
+    opts.after!.push(() => idle.touch());
+  }
   if (rt.broker.cluster) opts.before!.push(clusterHook(rt.broker.cluster));
   if (authEnabled(config)) opts.before!.push(authHook(rt.keys));
   if (config.accessLog) {
