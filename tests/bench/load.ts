@@ -730,12 +730,15 @@ const rows: Row[] = [];
 /** Figures later sections compare against. */
 const figures: {
   ceiling: Map<number, number>;
+  /** Publishes per second of the least a durable queue does (ceiling_queue.ts), by conns. */
+  queue: Map<number, number>;
   /** Records per second the disk takes at 1, 64 and 1,000 records per fdatasync. */
   disk: Map<number, number>;
   publish: Map<number, number>;
   consume: Map<number, number>;
 } = {
   ceiling: new Map(),
+  queue: new Map(),
   disk: new Map(),
   publish: new Map(),
   consume: new Map(),
@@ -766,7 +769,47 @@ function log(msg: string): void {
 
 async function ceiling(o: Options, p: Plan): Promise<void> {
   await httpCeiling(o, p);
+  await queueCeiling(o, p);
   await disk(o, p);
+}
+
+/**
+ * The least a durable queue does (tests/bench/ceiling_queue.ts): read the body, group-commit
+ * it to a file (one write + fdatasync per batch) where the brokers keep their WALs, answer 201.
+ * What a durable publish over Deno.serve allows here at all, at 1 and 64 connections.
+ */
+async function queueCeiling(_o: Options, p: Plan): Promise<void> {
+  const dir = await tempDir("ferry-bench-queue-");
+  const srv = await spawnServer(join(HERE, "ceiling_queue.ts"), ["--dir", dir], ["-A"]);
+  try {
+    for (const c of [1, 64]) {
+      const run = { script: "publish.lua", url: `${srv.url}/publish/q`, threads: 1, conns: c };
+      await quiet();
+      await wrkTimed({ ...run, seconds: p.warmS, args: ["1024"] });
+      const w = await wrkTimed({ ...run, seconds: p.runS, args: ["1024"] });
+      const rate = (w.requests - w.status_errors) / (w.duration_us / 1e6);
+      figures.queue.set(c, rate);
+      const ceil = figures.ceiling.get(c);
+      log(`queue ceiling c=${c}: ${int(rate)} req/s`);
+      row({
+        section: "1",
+        measure: "durable queue ceiling: 1 KiB POST → group commit → 201, req/s",
+        conns: String(c),
+        result: int(rate),
+        p50: ms(w.p50_us),
+        p99: ms(w.p99_us),
+        notes: [
+          "tests/bench/ceiling_queue.ts: no topics, ids, headers or checks",
+          ceil ? `${pct(rate / ceil)} of the HTTP ceiling` : "",
+          errorsOf(w),
+          await busyNote(),
+        ].filter(Boolean).join("; "),
+      });
+    }
+  } finally {
+    await srv.stop("SIGKILL");
+    await removeDir(dir);
+  }
 }
 
 async function httpCeiling(_o: Options, p: Plan): Promise<void> {
@@ -892,6 +935,9 @@ async function publish(o: Options, p: Plan): Promise<void> {
         p99: ms(w.p99_us),
         notes: [
           ceil ? `${pct(share)} of ceiling` : "no ceiling run",
+          figures.queue.get(c) && ceil
+            ? `the durable queue ceiling: ${pct(figures.queue.get(c)! / ceil)} of ceiling`
+            : "",
           c === 1 && floor ? `${pct(ofDisk)} of one fdatasync each` : "",
           c === 1 && sequential
             ? `one client cannot pass a bare round trip + one fdatasync each: ${
@@ -1165,42 +1211,82 @@ async function e2e(o: Options, p: Plan): Promise<void> {
   for (const c of E2E_CONSUMERS) await e2eRow(o, p, c);
 }
 
+interface E2eRun {
+  pub: { sent: number; failed: number; rate: number };
+  sub: {
+    received: number;
+    polls: number;
+    ack_failed: number;
+    p50_ms: number;
+    p99_ms: number;
+    max_ms: number;
+  };
+  /** Every message arrived, none failed. */
+  complete: boolean;
+}
+
+/** The e2e_client pair against `url`: the consumer parks first, then the publisher runs. */
+async function e2ePair(url: string, p: Plan, c: typeof E2E_CONSUMERS[number]): Promise<E2eRun> {
+  const expected = Math.round(p.e2eRate * p.e2eRunS);
+  await quiet();
+  const subOut = runClient([
+    "sub",
+    url,
+    "e2e",
+    String(expected),
+    String(p.e2eWarmS + p.e2eRunS + 30),
+    String(c.limit),
+    c.mode,
+  ]);
+  await sleep(500); // let the consumer start and park its first long-poll
+  const pubOut = runClient([
+    "pub",
+    url,
+    "e2e",
+    String(p.e2eRate),
+    String(p.e2eWarmS),
+    String(p.e2eRunS),
+  ]);
+  const pub = await clientResult(pubOut);
+  const sub = await clientResult(subOut);
+  return { pub, sub, complete: sub.received === expected && pub.failed === 0 && !sub.ack_failed };
+}
+
+/** The same clients against the durable queue ceiling (tests/bench/ceiling_queue.ts). */
+async function e2eCeiling(p: Plan, c: typeof E2E_CONSUMERS[number]): Promise<E2eRun> {
+  const dir = await tempDir("ferry-bench-queue-");
+  const srv = await spawnServer(join(HERE, "ceiling_queue.ts"), ["--dir", dir], ["-A"]);
+  try {
+    return await e2ePair(srv.url, p, c);
+  } finally {
+    await srv.stop("SIGKILL");
+    await removeDir(dir);
+  }
+}
+
 async function e2eRow(
   o: Options,
   p: Plan,
   c: typeof E2E_CONSUMERS[number],
 ): Promise<void> {
-  await withBroker(o, 1_000_000, async (b) => {
-    const expected = Math.round(p.e2eRate * p.e2eRunS);
-    await quiet();
+  const expected = Math.round(p.e2eRate * p.e2eRunS);
+  const { pub: pubR, sub: subR, complete, fsync } = await withBroker(o, 1_000_000, async (b) => {
     const fs0 = await fsyncHistogram(b.url);
-    const subOut = runClient([
-      "sub",
-      b.url,
-      "e2e",
-      String(expected),
-      String(p.e2eWarmS + p.e2eRunS + 30),
-      String(c.limit),
-      c.mode,
-    ]);
-    await sleep(500); // let the consumer start and park its first long-poll
-    const pubOut = runClient([
-      "pub",
-      b.url,
-      "e2e",
-      String(p.e2eRate),
-      String(p.e2eWarmS),
-      String(p.e2eRunS),
-    ]);
-    const pubR = await clientResult(pubOut);
-    const subR = await clientResult(subOut);
-    const fs1 = await fsyncHistogram(b.url);
+    const run = await e2ePair(b.url, p, c);
+    return { ...run, fsync: fsyncNote(fs0, await fsyncHistogram(b.url)) };
+  });
+  log(
+    `e2e limit=${c.limit} ${c.mode}: p50 ${subR.p50_ms.toFixed(2)} ms p99 ${
+      subR.p99_ms.toFixed(2)
+    } ms over ${subR.received}`,
+  );
+  {
+    const ceil = await e2eCeiling(p, c);
     log(
-      `e2e limit=${c.limit} ${c.mode}: p50 ${subR.p50_ms.toFixed(2)} ms p99 ${
-        subR.p99_ms.toFixed(2)
-      } ms over ${subR.received}`,
+      `e2e ceiling limit=${c.limit} ${c.mode}: p50 ${ceil.sub.p50_ms.toFixed(2)} ms p99 ${
+        ceil.sub.p99_ms.toFixed(2)
+      } ms`,
     );
-    const complete = subR.received === expected && pubR.failed === 0 && !subR.ack_failed;
     row({
       section: c.section,
       measure: `end-to-end latency, ${int(p.e2eRate)} msg/s, long-poll \`limit=${c.limit}\`, ` +
@@ -1213,16 +1299,19 @@ async function e2eRow(
         `over ${p.e2eRunS} s after ${p.e2eWarmS} s warm-up; max ${subR.max_ms.toFixed(1)} ms`,
         `publisher ${int(pubR.rate)} msg/s`,
         `${int(subR.polls)} polls`,
-        fsyncNote(fs0, fs1),
+        fsync,
         pubR.failed ? `${pubR.failed} publishes failed` : "",
         subR.ack_failed ? `${subR.ack_failed} acks failed` : "",
         subR.received !== expected ? `expected ${int(expected)}` : "",
+        `the durable queue ceiling with the same clients: p50 ${
+          ceil.sub.p50_ms.toFixed(2)
+        } ms, p99 ${ceil.sub.p99_ms.toFixed(2)} ms${ceil.complete ? "" : " (incomplete)"}`,
         await busyNote(),
       ].filter(Boolean).join("; "),
       target: "p99 ≤ 2 ms, keeps up",
       status: complete ? verdict(subR.p99_ms <= 2) : "FAIL",
     });
-  });
+  }
 }
 
 /** Bytes of each fan-out message: small, so the row measures the fan-out, not Base64. */
