@@ -286,13 +286,14 @@ export const SETTINGS: readonly Setting[] = [
     env: "BROKER_COMPACT_RATIO",
     flag: "--compact-ratio",
     def: "4",
-    help: "rewrite a WAL file once it is this many times larger than its live records",
+    help: "rewrite a WAL file once it is this many times larger than its live records " +
+      "(2 while those are at most 1 MiB)",
     apply: (c, v) => c.compactRatio = int("BROKER_COMPACT_RATIO", v, 2, 1000),
   },
   {
     env: "BROKER_COMPACT_MIN_BYTES",
     flag: "--compact-min-bytes",
-    def: "262144",
+    def: "131072",
     help: "never rewrite a WAL file smaller than this",
     apply: (c, v) => c.compactMinBytes = int("BROKER_COMPACT_MIN_BYTES", v, 0, 2 ** 40),
   },

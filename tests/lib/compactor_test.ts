@@ -1,6 +1,6 @@
 import { DelegatingWal } from "../_support/wal.ts";
 import { assert, assertEquals } from "../_support/assert.ts";
-import { Compactor } from "../../lib/compactor.ts";
+import { Compactor, SMALL_LIVE_BYTES } from "../../lib/compactor.ts";
 import { silentLogger } from "../../lib/log.ts";
 import type { Topic } from "../../lib/topic.ts";
 import { FileWal } from "../../lib/wal.ts";
@@ -31,14 +31,14 @@ class WatchedWal extends DelegatingWal {
   }
 }
 
-/** A topic over a watched FileWal in a temp dir, holding `n` messages of 100 bytes. */
-async function fileTopic(n: number) {
+/** A topic over a watched FileWal in a temp dir, holding `n` messages of `size` bytes. */
+async function fileTopic(n: number, size = 100) {
   const dir = await Deno.makeTempDir({ prefix: "ferry-twin-" });
   const wal = new WatchedWal(
     new FileWal(`${dir}/t.wal`, dir, 0, { fsync: "always", log: silentLogger }),
   );
   const topic = memTopic("t", {}, undefined, wal);
-  for (let i = 0; i < n; i++) await put(topic, `m${i}`, "x".repeat(100));
+  for (let i = 0; i < n; i++) await put(topic, `m${i}`, "x".repeat(size));
   return {
     topic,
     wal,
@@ -88,6 +88,32 @@ Deno.test("Compactor.maybeCompact() compacts only past compactRatio × the live 
   assertEquals(f.wal.compactions.length, 1);
   assertEquals([...f.topic.messages.keys()], ["m0"]);
   await f.close();
+});
+
+Deno.test("Compactor.maybeCompact() keeps a small live set within 2 ×, a large one within the ratio", async () => {
+  // Small: 20 messages of 100 bytes, 9 left: the file is between 2 and 4 × what is live.
+  const small = await fileTopic(20);
+  await ackAllBut(small.topic, 9);
+  const smallRatio = small.wal.bytes / small.topic.liveBytes;
+  assert(smallRatio > 2 && smallRatio <= 4, `small ratio ${smallRatio}`);
+  compactor(0).maybeCompact(small.topic, T0);
+  assertEquals(small.wal.compactions.length, 1, "a small live set is rewritten past 2 ×");
+  await small.wal.compactions[0];
+  await small.close();
+  // Large: 100 messages of 64 KiB, 40 left (2.5 MiB live), again between 2 and 4 ×.
+  const large = await fileTopic(100, 64 * 1024);
+  await ackAllBut(large.topic, 40);
+  assert(large.topic.liveBytes > SMALL_LIVE_BYTES, "large");
+  const largeRatio = large.wal.bytes / large.topic.liveBytes;
+  assert(largeRatio > 2 && largeRatio <= 4, `large ratio ${largeRatio}`);
+  compactor(0).maybeCompact(large.topic, T0);
+  assertEquals(large.wal.compactions.length, 0, "a large one waits for the ratio, 4 ×");
+  await ackAllBut(large.topic, 20); // 1.25 MiB live: still large, and the file past 4 ×
+  assert(large.topic.liveBytes > SMALL_LIVE_BYTES, "still large");
+  compactor(0).maybeCompact(large.topic, T0);
+  assertEquals(large.wal.compactions.length, 1, "past 4 ×");
+  await large.wal.compactions[0];
+  await large.close();
 });
 
 Deno.test("Compactor.compact() tries again a second later when appends left the file oversized", async () => {
