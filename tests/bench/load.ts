@@ -11,7 +11,9 @@
  * Sections (names for --only): ceiling, publish, consume, e2e, fanout, webhook, rss, replay,
  * large, cluster, batch, idle, restart.
  *   ceiling  bare Deno.serve (tests/bench/ceiling.ts) answering a 1 KiB POST, req/s at 1/16/64
- *            connections: what one Deno process can do at all. Then the disk, in this process:
+ *            connections: what one Deno process can do at all. Then the least a durable queue
+ *            does (tests/bench/ceiling_queue.ts: read, group-commit to a file, answer) at 1 and
+ *            64 connections. Then the disk, in this process:
  *            1 KiB write + fdatasync each (the floor of a durable publish at one connection),
  *            64 records per write + fdatasync (what group commit can reach at 64 connections),
  *            and 1,000 (what batch publish's large group commits can reach).
@@ -30,7 +32,8 @@
  *            limit=1 acking each message, limit=100 batch-acking (acks are not awaited before
  *            the next poll), and limit=100 with auto_ack (each answer waits for its ack to be
  *            durable); send→receive latency p50/p99. Target: p99 ≤ 2 ms, and every message
- *            received (the consumer keeps up).
+ *            received (the consumer keeps up). Each row then runs the same clients against
+ *            tests/bench/ceiling_queue.ts (durable) and quotes its p50/p99.
  *   fanout   2,000 msg/s of 128 B published by one process to 100 SSE streams (GET /stream),
  *            then to 100 WebSocket spies (GET /ws), read over raw TCP by another process;
  *            send→receive latency p50/p99 over every event, and the broker's CPU.
@@ -38,7 +41,9 @@
  *   webhook  100,000 (quick: 20,000) messages of 1 KiB published to a topic with one signed
  *            webhook (BROKER_WEBHOOK_CONCURRENCY=16) whose receiver, in this process, answers 204;
  *            messages/s delivered, from the first publish to the last POST. Target: ≥ 5,000.
- *   rss      broker VmRSS holding 100,000 messages of 1 KiB. Target: ≤ 1.6 × 100,000 × 1024 B.
+ *   rss      broker VmRSS holding 100,000 messages of 1 KiB, 1 s after the fill. Target: ≤ 1.6 ×
+ *            100,000 × 1024 B. Then a second broker with `--inspect`, filled the same way, whose
+ *            full GC (forced by the harness) shows what is live.
  *   large    RSS holding 10,000 messages of 2 MiB (their payloads stay in the WAL file), and
  *            consume + auto-ack of 2,000 messages of 256 KiB read from disk and from memory.
  *   cluster  a three-node cluster on a real etcd (Debian's etcd-server): publish at 1/16/64
@@ -65,9 +70,11 @@
  * connections, one per wrk thread, so each thread alternates consume and ack. Fill and drain
  * ends are found by polling GET /api/stats every 10 ms, then wrk is stopped with SIGINT.
  * Latencies are wrk's per-request figures (closed loop: a slow answer delays the next request).
- * The e2e section uses tests/bench/e2e_client.ts (fetch; 2,000 msg/s is far below its limit).
+ * The e2e section uses tests/bench/e2e_client.ts (fetch, one process each for publisher and
+ * consumer; with limit=1 they alone keep the durable queue ceiling from keeping up).
  * Publish, consume and e2e rows quote the broker's fsync histogram (GET /metrics) over the run.
- * The RSS broker runs with `--inspect` so the harness can force a full GC and read the JS heap.
+ * The RSS row's broker runs as the start task does; `--inspect` (24–30 MiB more RSS after a fill)
+ * only on the second broker, whose full GC the harness forces to read the JS heap.
  * The replay WAL is written with `--fsync never` (same bytes, a minute faster), replayed with
  * `always`.
  *
