@@ -1,10 +1,13 @@
 /**
  * The two sides of the end-to-end latency section of `tests/bench/load.ts`, each run as its
- * own process so neither one's work delays the other's timing. At 2,000 msg/s a `fetch` loop is
- * far below the client bottleneck, so no wrk here.
+ * own process so neither one's work delays the other's timing. Both speak HTTP/1.1 over their
+ * own keep-alive connections (tests/bench/raw_http.ts): with `fetch`, one poll cost the consumer
+ * about a millisecond, and with `limit=1` the clients alone kept even the durable queue ceiling
+ * (tests/bench/ceiling_queue.ts) from keeping up with 2,000 msg/s (p50 3.2 s; 1.6 ms raw).
  *
  *   deno run -A tests/bench/e2e_client.ts pub URL TOPIC RATE WARM_S RUN_S
- *     publishes RATE msg/s for WARM_S + RUN_S seconds; each 1 KiB body is JSON
+ *     publishes RATE msg/s for WARM_S + RUN_S seconds over 64 connections (at most 64 in
+ *     flight; max_lag_ms says how far it fell behind the schedule); each 1 KiB body is JSON
  *     {"t":<send time, ms since the epoch>,"w":<1 while warming up>,"p":"xxx…"}.
  *   deno run -A tests/bench/e2e_client.ts sub URL TOPIC EXPECTED DEADLINE_S [LIMIT] [MODE]
  *     long-polls GET /consume/TOPIC?timeout=5s&limit=LIMIT (default 100) until it has EXPECTED
@@ -23,8 +26,12 @@
  * which agree across processes on one machine.
  */
 
+import { RawHttp, type RawResponse } from "./raw_http.ts";
+
 let payloadBytes = 1024;
-const MAX_OUTSTANDING = 256;
+/** Publisher connections: publishes in flight at most (a lag beyond them is reported). */
+const PUB_CONNS = 64;
+const decoder = new TextDecoder();
 
 const now = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -43,7 +50,9 @@ function percentile(sorted: number[], p: number): number {
 async function pub(url: string, topic: string, rate: number, warmS: number, runS: number) {
   const total = Math.round(rate * (warmS + runS));
   const warmCount = Math.round(rate * warmS);
-  const target = `${url}/publish/${topic}`;
+  const path = `/publish/${topic}`;
+  const free = await Promise.all(Array.from({ length: PUB_CONNS }, () => RawHttp.open(url)));
+  const all = [...free];
   const inFlight = new Set<Promise<void>>();
   let sent = 0, failed = 0, maxLagMs = 0;
   const start = now();
@@ -51,23 +60,27 @@ async function pub(url: string, topic: string, rate: number, warmS: number, runS
   while (sent < total && now() < deadline) {
     const due = Math.min(total, Math.floor((now() - start) * rate / 1000));
     if (due - sent > 1) maxLagMs = Math.max(maxLagMs, (due - sent) * 1000 / rate);
-    while (sent < due && inFlight.size < MAX_OUTSTANDING) {
-      const p = fetch(target, {
-        method: "POST",
-        body: body(sent < warmCount),
-        headers: { "content-type": "application/json" },
-      }).then(async (res) => {
-        await res.body?.cancel();
-        if (res.status !== 201) failed++;
-      }, () => {
-        failed++;
-      }).finally(() => inFlight.delete(p));
+    while (sent < due && free.length) {
+      const conn = free.pop()!;
+      const p: Promise<void> = conn.request(
+        "POST",
+        path,
+        body(sent < warmCount),
+        "application/json",
+      )
+        .then((res) => {
+          if (res.status !== 201) failed++;
+          free.push(conn);
+        }, () => {
+          failed++; // the connection is not reused
+        }).finally(() => inFlight.delete(p));
       inFlight.add(p);
       sent++;
     }
     await sleep(1);
   }
   await Promise.all(inFlight);
+  for (const c of all) c.close();
   const elapsedS = (now() - start) / 1000;
   console.log(JSON.stringify({ sent, failed, rate: sent / elapsedS, max_lag_ms: maxLagMs }));
 }
@@ -88,48 +101,50 @@ async function sub(
   limit: number,
   mode: "auto" | "ack",
 ) {
-  const target = `${url}/consume/${topic}?timeout=5s&limit=${limit}` +
+  const target = `/consume/${topic}?timeout=5s&limit=${limit}` +
     (mode === "auto" ? "&auto_ack=true" : "");
   const deadline = now() + deadlineS * 1000;
   const latencies: number[] = [];
   let warm = 0, polls = 0, empty = 0, failed = 0, bad = 0, ackFailed = 0;
-  const acks = new Set<Promise<void>>();
+  let poller = await RawHttp.open(url);
+  const acker = await RawHttp.open(url);
+  // Acks are written at once and their answers read in order behind them: a consumer that acks
+  // after its work, without waiting for the ack before its next poll.
+  let acksRead: Promise<void> = Promise.resolve();
   const ack = (got: Consumed[]) => {
-    const req = got.length === 1
-      ? fetch(`${url}/ack/${topic}/${got[0]!.id}`, { method: "POST" })
-      : fetch(`${url}/ack/${topic}`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ ids: got.map((m) => m.id) }),
-      });
-    const p: Promise<void> = req.then(async (r) => {
-      if (!r.ok) ackFailed++;
-      await r.body?.cancel();
-    }, () => void ackFailed++).finally(() => acks.delete(p));
-    acks.add(p);
+    const sent = got.length === 1 ? acker.send("POST", `/ack/${topic}/${got[0]!.id}`) : acker.send(
+      "POST",
+      `/ack/${topic}`,
+      JSON.stringify({ ids: got.map((m) => m.id) }),
+      "application/json",
+    );
+    sent.catch(() => {});
+    acksRead = acksRead.then(() => acker.next()).then((r) => {
+      if (r.status >= 300) ackFailed++;
+    }, () => void ackFailed++);
   };
   while (latencies.length < expected && now() < deadline) {
     polls++;
-    let res: Response;
+    let res: RawResponse;
     try {
-      res = await fetch(target);
+      res = await poller.request("GET", target);
     } catch {
       failed++;
+      poller.close();
       await sleep(10);
+      poller = await RawHttp.open(url);
       continue;
     }
     if (res.status === 404) {
       empty++;
-      await res.body?.cancel();
       continue;
     }
     if (res.status !== 200) {
       failed++;
-      await res.body?.cancel();
       await sleep(10);
       continue;
     }
-    const answer = await res.json() as Consumed | Consumed[];
+    const answer = JSON.parse(decoder.decode(res.body)) as Consumed | Consumed[];
     const at = now();
     const got = Array.isArray(answer) ? answer : [answer];
     if (mode === "ack") ack(got);
@@ -143,7 +158,9 @@ async function sub(
       }
     }
   }
-  await Promise.all(acks);
+  await acksRead;
+  poller.close();
+  acker.close();
   latencies.sort((a, b) => a - b);
   console.log(JSON.stringify({
     received: latencies.length,

@@ -70,8 +70,8 @@
  * connections, one per wrk thread, so each thread alternates consume and ack. Fill and drain
  * ends are found by polling GET /api/stats every 10 ms, then wrk is stopped with SIGINT.
  * Latencies are wrk's per-request figures (closed loop: a slow answer delays the next request).
- * The e2e section uses tests/bench/e2e_client.ts (fetch, one process each for publisher and
- * consumer; with limit=1 they alone keep the durable queue ceiling from keeping up).
+ * The e2e and fan-out sections use tests/bench/e2e_client.ts: one process each for publisher
+ * and consumer, speaking HTTP/1.1 over their own connections (tests/bench/raw_http.ts).
  * Publish, consume and e2e rows quote the broker's fsync histogram (GET /metrics) over the run.
  * The RSS row's broker runs as the start task does; `--inspect` (24–30 MiB more RSS after a fill)
  * only on the second broker, whose full GC the harness forces to read the JS heap.
