@@ -7,7 +7,7 @@
  *                           whatever arrived meanwhile: group commit, as the broker's WAL does);
  *                           then hands it to a parked consumer or queues it; 201 with an id.
  *   GET /consume/{topic}    up to `limit` messages (`{"id","payload_text"}`; one object when
- *                           limit=1), parking up to `timeout` (ms or "5s") for the first; 404
+ *                           limit=1), parking up to `timeout` (`5s`, `250ms`) for the first; 404
  *                           when none came.
  *   POST /ack/...           reads the body, answers 200 `{"acked":1}`; nothing is redelivered.
  *
@@ -15,6 +15,8 @@
  * beats it would be wrong. `deno run -A tests/bench/ceiling_queue.ts [--port N] [--dir D]` logs
  * `{"msg":"listening","port":N}` on stderr like the broker.
  */
+
+import { readDuration } from "../../protocol/duration.ts";
 
 function arg(name: string): string | undefined {
   const i = Deno.args.indexOf(name);
@@ -86,15 +88,6 @@ function answer(messages: string[], limit: number): Response {
   return new Response(body, { headers: JSON_HEADERS });
 }
 
-function waitMs(q: string | null): number {
-  if (!q) return 0;
-  return q.endsWith("ms")
-    ? Number(q.slice(0, -2))
-    : q.endsWith("s")
-    ? Number(q.slice(0, -1)) * 1000
-    : Number(q);
-}
-
 const port = Number(arg("--port") ?? 0);
 const server = Deno.serve({ hostname: "127.0.0.1", port, onListen: () => {} }, async (req) => {
   const url = new URL(req.url);
@@ -102,7 +95,7 @@ const server = Deno.serve({ hostname: "127.0.0.1", port, onListen: () => {} }, a
     const limit = Math.max(1, Number(url.searchParams.get("limit") ?? 1));
     const now = take(limit);
     if (now.length) return answer(now, limit);
-    const wait = waitMs(url.searchParams.get("timeout"));
+    const wait = readDuration(url.searchParams.get("timeout") ?? "") ?? 0;
     if (!wait) return new Response(null, { status: 404 });
     const got = await new Promise<string | undefined>((resolve) => {
       const timer = setTimeout(() => {
