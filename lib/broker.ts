@@ -98,7 +98,6 @@ export class Broker implements BrokerContext {
     const cache = config.dataDir === ":memory:" ? Infinity : config.payloadCacheBytes;
     this.memory = new MemoryBudget(config.maxMemoryBytes, cache);
     const openWal = opts.openWal ?? defaultOpenWal(config, this.log, opts.onFsync);
-    // Every WAL's durable records feed the subscribers.
     this.#alarm = new Alarm(this.now, (now) => this.#rung(now));
     // Every WAL's durable records feed the subscribers, and writes ask for a compaction check.
     const feedWal: OpenWal = (name, init) =>

@@ -56,10 +56,9 @@ export class MemoryBudget {
   }
 
   /**
-   * Moves the drain-rate estimate to `now` (the sweep calls this). Freed slabs stay in V8's old
-   * space until its own memory reducer collects them, after a few seconds of quiet: a full GC by
-   * hand would return them sooner, at the price of a stop-the-world pause of 0.2-0.4 s per
-   * 100,000 held messages for whichever request came next.
+   * Moves the drain-rate estimate to `now` (the sweep calls this), and trims the payload cache.
+   * Freed slabs stay in V8's old space until a full GC: lib/idle_gc.ts runs one when requests
+   * stop after a burst, else V8's memory reducer does, seconds later.
    */
   tick(now: number): void {
     this.cache.trim();
