@@ -144,12 +144,12 @@ export function reserve(ctx: BrokerContext, name: string, payloadBytes: number):
   return counted(ctx.findTopic(name), () => ctx.memory.reserve(name, payloadBytes));
 }
 
-/** Runs a budget check, counting a refusal on the topic when it exists. */
-function counted<T>(topic: Topic | undefined, check: () => T): T {
+/** Runs a budget check, counting a refusal of `messages` on the topic when it exists. */
+export function counted<T>(topic: Topic | undefined, check: () => T, messages = 1): T {
   try {
     return check();
   } catch (e) {
-    if (topic) topic.counters.rejectedMemoryFull++;
+    if (topic) topic.counters.rejectedMemoryFull += messages;
     throw e;
   }
 }

@@ -12,6 +12,7 @@ import type { BrokerContext } from "./context.ts";
 import { BrokerError } from "./errors.ts";
 import { heldSize } from "./memory.ts";
 import {
+  counted,
   makeRoomFor,
   newPublishRecord,
   type Published,
@@ -82,12 +83,7 @@ export async function publishBatch(
     payloadBytes += item.payload.length;
   }
   if (count > 0) {
-    try {
-      ctx.memory.admit(name, payloadBytes, count);
-    } catch (e) {
-      topic.counters.rejectedMemoryFull += count;
-      throw e;
-    }
+    counted(topic, () => ctx.memory.admit(name, payloadBytes, count), count);
     makeRoomFor(ctx, topic, count, payloadBytes + heldSize(0) * count, now);
   }
   // From here nothing throws before every record is appended: one turn, one WAL batch.
