@@ -57,6 +57,8 @@ export type AfterHook = (
 
 interface Compiled extends Route {
   segments: string[];
+  /** Indexes of the parameter segments; the others are literals. */
+  params: number[];
 }
 
 /** The outcome of matching a path. */
@@ -65,51 +67,74 @@ export type Match =
   | { allowed: string[] }
   | undefined;
 
-/** A compiled route table. */
+/**
+ * A compiled route table. Routes are grouped by their first segment, so a path is tried only
+ * against the routes that could match it (and those that start with a parameter), in table
+ * order; literal segments are compared before any parameter is decoded.
+ */
 export class Router {
-  readonly #routes: Compiled[];
+  /** For each literal first segment, its routes and the parameter-first ones, in table order. */
+  readonly #byFirst = new Map<string, Compiled[]>();
+  /** Routes whose first segment is a parameter: all a path with another first segment can match. */
+  readonly #paramFirst: Compiled[];
 
   constructor(readonly routes: Route[]) {
-    this.#routes = routes.map((r) => ({ ...r, segments: r.pattern.split("/").slice(1) }));
+    const compiled = routes.map((r): Compiled => {
+      const segments = r.pattern.split("/").slice(1);
+      const params = segments.flatMap((p, i) => p.startsWith(":") ? [i] : []);
+      return { ...r, segments, params };
+    });
+    this.#paramFirst = compiled.filter((r) => r.params[0] === 0);
+    for (const r of compiled) {
+      const first = r.segments[0]!;
+      if (r.params[0] === 0 || this.#byFirst.has(first)) continue;
+      this.#byFirst.set(
+        first,
+        compiled.filter((c) => c.segments[0] === first || c.params[0] === 0),
+      );
+    }
   }
 
   /** The route for a method and path, the methods the path allows (405), or undefined (404). */
   match(method: string, path: string): Match {
     const parts = path.split("/").slice(1);
-    const allowed: string[] = [];
-    for (const r of this.#routes) {
-      const params = matchSegments(r.segments, parts);
-      if (!params) continue;
+    const candidates = this.#byFirst.get(parts[0]!) ?? this.#paramFirst;
+    let allowed: string[] | undefined;
+    for (const r of candidates) {
+      if (!matchLiterals(r.segments, parts)) continue;
       if (r.method === method || (method === "HEAD" && r.method === "GET" && !r.mutates)) {
-        return { route: r, params };
+        return { route: r, params: decodeParams(r, parts) };
       }
-      allowed.push(r.method);
+      (allowed ??= []).push(r.method);
     }
-    return allowed.length ? { allowed } : undefined;
+    return allowed ? { allowed } : undefined;
   }
 }
 
-function matchSegments(pattern: string[], parts: string[]): Record<string, string> | undefined {
+/** Whether a path's segments fit a pattern's count and literals (parameters not yet decoded). */
+function matchLiterals(pattern: string[], parts: string[]): boolean {
   if (parts.length !== pattern.length) {
     // `/publish` or `/publish/` for `/publish/:topic`: match with the parameter empty.
     const missingLast = parts.length === pattern.length - 1 && pattern.at(-1)!.startsWith(":");
-    if (!missingLast) return undefined;
+    if (!missingLast) return false;
   }
-  const params: Record<string, string> = {};
   for (let i = 0; i < pattern.length; i++) {
     const p = pattern[i]!;
+    if (p.charCodeAt(0) !== 0x3a /* : */ && p !== parts[i]) return false;
+  }
+  return true;
+}
+
+/** The matched route's parameters, percent-decoded; 400 `invalid_name` for a bad encoding. */
+function decodeParams(r: Compiled, parts: string[]): Record<string, string> {
+  const params: Record<string, string> = {};
+  for (const i of r.params) {
+    const name = r.segments[i]!.slice(1);
     const part = parts[i] ?? "";
-    if (p.startsWith(":")) {
-      try {
-        params[p.slice(1)] = decodeURIComponent(part);
-      } catch {
-        throw new BrokerError(
-          "invalid_name",
-          `Invalid ${p.slice(1)} "${part}": bad percent-encoding`,
-        );
-      }
-    } else if (p !== part) {
-      return undefined;
+    try {
+      params[name] = decodeURIComponent(part);
+    } catch {
+      throw new BrokerError("invalid_name", `Invalid ${name} "${part}": bad percent-encoding`);
     }
   }
   return params;
