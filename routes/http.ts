@@ -88,7 +88,7 @@ export function json(body: unknown, status = 200): Response {
   return Response.json(body, { status });
 }
 
-/** A 200 answer whose JSON body is already serialized. */
+/** A JSON answer whose body is already serialized. */
 export function jsonText(body: string, status = 200): Response {
   return new Response(body, { status, headers: JSON_HEADERS });
 }

@@ -3,14 +3,14 @@
 import type { ErrorCode } from "../protocol/error_codes.ts";
 import type { Broker, PublishOptions } from "../lib/broker.ts";
 import { autoKey } from "../lib/idempotency.ts";
-import { publishedJson } from "./wire.ts";
+import { publishedText } from "./wire.ts";
 import { MAX_PAYLOAD_BYTES, MAX_TIME_MS } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { PRIORITIES } from "../lib/message.ts";
 import { allocPayload } from "../lib/slab.ts";
 import { checkName } from "../lib/names.ts";
 import { readBody } from "./body.ts";
-import { describe, json } from "./http.ts";
+import { describe, json, jsonText } from "./http.ts";
 import { schemaRef } from "../protocol/schemas.ts";
 import type { Ctx, Route } from "./router.ts";
 import { boolQuery, durationQuery, query, type RouteDoc } from "./route_doc.ts";
@@ -80,7 +80,7 @@ export async function publishOrBroadcast(
     return json({ broadcast: true, delivered_to: delivered }, 200);
   }
   const result = await broker.publish(topic, payload, opts);
-  return json(publishedJson(result), result.deduplicated ? 200 : 201);
+  return jsonText(publishedText(result), result.deduplicated ? 200 : 201);
 }
 
 async function publish(req: Request, ctx: Ctx): Promise<Response> {

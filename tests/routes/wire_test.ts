@@ -7,6 +7,7 @@ import {
   messagesText,
   messageText,
   publishedJson,
+  publishedText,
 } from "../../routes/wire.ts";
 import type { WsServerFrame } from "../../protocol/wire.ts";
 import { Broker, type Handed, type Published } from "../../lib/broker.ts";
@@ -71,7 +72,7 @@ Deno.test("messageText() and messagesText() write exactly JSON.stringify of mess
   }
 });
 
-Deno.test("batchAnswerText() writes what JSON.stringify of the publish answers does", () => {
+Deno.test("publishedText() and batchAnswerText() write what JSON.stringify of the answers does", () => {
   const t = Date.UTC(2026, 10, 23, 1, 2, 3, 45);
   const results: Published[] = [
     {
@@ -102,6 +103,7 @@ Deno.test("batchAnswerText() writes what JSON.stringify of the publish answers d
       expiresAt: t + 1,
     },
   ];
+  for (const p of results) assertEquals(publishedText(p), JSON.stringify(publishedJson(p)));
   for (const list of [results, results.slice(0, 1), []]) {
     assertEquals(batchAnswerText(list), JSON.stringify({ messages: list.map(publishedJson) }));
   }
