@@ -70,6 +70,7 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
   let counter = 0;
   let inFlight = 0;
   let stallCheckAt = 0;
+  const inFlightNow = () => inFlight;
 
   return async function handle(req: Request): Promise<Response> {
     const t0 = performance.now();
@@ -112,7 +113,7 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
           params: m.params,
           query: new Query(target.search),
           requestId,
-          inFlight: () => inFlight,
+          inFlight: inFlightNow,
           routes: router.routes,
         };
         let early: Response | undefined;
