@@ -131,6 +131,10 @@ function decodeParams(r: Compiled, parts: string[]): Record<string, string> {
   for (const i of r.params) {
     const name = r.segments[i]!.slice(1);
     const part = parts[i] ?? "";
+    if (!part.includes("%")) { // decodeURIComponent costs ~300 ns even when there is nothing to decode
+      params[name] = part;
+      continue;
+    }
     try {
       params[name] = decodeURIComponent(part);
     } catch {
