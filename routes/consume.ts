@@ -52,7 +52,10 @@ async function consume(req: Request, ctx: Ctx): Promise<Response> {
     filterKey,
     filterVal: filterKey && filterVal !== undefined && filterVal !== "" ? filterVal : undefined,
     visibilityMs: query.duration("visibility", MAX_VISIBILITY_MS, 1),
-    signal: req.signal,
+    // Read only if the poll parks: `req.signal` costs an AbortSignal and a cancel watch.
+    get signal() {
+      return req.signal;
+    },
   }, (messages) => {
     if (!messages.length) {
       throw new BrokerError("queue_empty", `No message available in "${topic}"`);
