@@ -2,17 +2,22 @@
  * The least a durable queue over HTTP has to do, for `tests/bench/load.ts` to read Ferry's
  * figures against: what this machine, Deno and the harness's own clients allow at all.
  *
- *   POST /publish/{topic}   reads the body; with `--dir D` appends it to `D/queue.log` and
- *                           answers once it is on disk (one write + one fdatasync per batch of
- *                           whatever arrived meanwhile: group commit, as the broker's WAL does);
- *                           then hands it to a parked consumer or queues it; 201 with an id.
+ *   POST /publish/{topic}   lists the request's headers for its X-MQ-* ones (Ferry keeps them,
+ *                           and a server can only find them by listing) and reads the body; with
+ *                           `--dir D` appends both to `D/queue.log` and answers once they are
+ *                           on disk (one write + one fdatasync per batch of whatever arrived
+ *                           meanwhile: group commit, as the broker's WAL does); then hands the
+ *                           message to a parked consumer or queues it; 201 with an id.
  *   GET /consume/{topic}    up to `limit` messages (`{"id","payload_text"}`; one object when
  *                           limit=1), parking up to `timeout` (`5s`, `250ms`) for the first; 404
  *                           when none came.
- *   POST /ack/...           reads the body, answers 200 `{"acked":1}`; nothing is redelivered.
+ *   POST /ack/...           appends the ack (its body, or its path for one id) like a publish
+ *                           and answers 200 `{"acked":1}` once it is on disk, since Ferry's 2xx
+ *                           means fsynced; nothing is redelivered.
  *
- * No topics, groups, leases, ids that sort, headers, validation or metrics: every row that
- * beats it would be wrong. `deno run -A tests/bench/ceiling_queue.ts [--port N] [--dir D]` logs
+ * No topics, groups, leases, ids that sort, validation or metrics: every row that beats it would
+ * be wrong. `--bare` leaves out what Ferry's contract adds to the least a queue does (the header
+ * listing and durable acks), to show what they cost. `deno run -A tests/bench/ceiling_queue.ts [--port N] [--dir D]` logs
  * `{"msg":"listening","port":N}` on stderr like the broker.
  */
 
@@ -25,6 +30,8 @@ function arg(name: string): string | undefined {
 
 const JSON_HEADERS = { "content-type": "application/json" };
 const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+const bare = Deno.args.includes("--bare");
 
 /** Appends with one write + fdatasync per batch; each append resolves once its bytes are. */
 class GroupCommit {
@@ -57,6 +64,15 @@ class GroupCommit {
     }
     this.#flushing = false;
   }
+}
+
+/** A record of the stored headers (as a JSON line) and then the body. */
+function withHeaders(stored: string[], body: Uint8Array): Uint8Array {
+  const line = encoder.encode(JSON.stringify(stored) + "\n");
+  const out = new Uint8Array(line.length + body.length);
+  out.set(line);
+  out.set(body, line.length);
+  return out;
 }
 
 const dir = arg("--dir");
@@ -111,17 +127,24 @@ const server = Deno.serve({ hostname: "127.0.0.1", port, onListen: () => {} }, a
     return got === undefined ? new Response(null, { status: 404 }) : answer([got], limit);
   }
   if (req.method === "POST" && url.pathname.startsWith("/ack/")) {
-    await req.arrayBuffer();
+    const body = new Uint8Array(await req.arrayBuffer());
+    if (!bare) await log?.append(body.length ? body : encoder.encode(url.pathname));
     return new Response('{"acked":1}', { headers: JSON_HEADERS });
   }
   if (req.method === "POST" && url.pathname.startsWith("/publish/")) {
+    const stored: string[] = [];
+    if (!bare) {
+      req.headers.forEach((value, name) => {
+        if (name.startsWith("x-mq-")) stored.push(name, value);
+      });
+    }
     let bytes: Uint8Array;
     try {
       bytes = new Uint8Array(await req.arrayBuffer());
     } catch {
       return new Response(null, { status: 400 }); // client left mid-body
     }
-    await log?.append(bytes);
+    await log?.append(stored.length ? withHeaders(stored, bytes) : bytes);
     const id = (++counter).toString(16).padStart(32, "0");
     const message = `{"id":"${id}","payload_text":${JSON.stringify(decoder.decode(bytes))}}`;
     const consumer = parked.shift();

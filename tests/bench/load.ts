@@ -12,8 +12,9 @@
  * large, cluster, batch, idle, restart.
  *   ceiling  bare Deno.serve (tests/bench/ceiling.ts) answering a 1 KiB POST, req/s at 1/16/64
  *            connections: what one Deno process can do at all. Then the least a durable queue
- *            does (tests/bench/ceiling_queue.ts: read, group-commit to a file, answer) at 1 and
- *            64 connections. Then the disk, in this process:
+ *            does under Ferry's contract (tests/bench/ceiling_queue.ts: list the headers for
+ *            X-MQ-*, read, group-commit to a file, answer) at 1 and 64 connections, and at 64
+ *            without the header listing (`--bare`). Then the disk, in this process:
  *            1 KiB write + fdatasync each (the floor of a durable publish at one connection),
  *            64 records per write + fdatasync (what group commit can reach at 64 connections),
  *            and 1,000 (what batch publish's large group commits can reach).
@@ -33,7 +34,7 @@
  *            the next poll), and limit=100 with auto_ack (each answer waits for its ack to be
  *            durable); send→receive latency p50/p99. Target: p99 ≤ 2 ms, and every message
  *            received (the consumer keeps up). Each row then runs the same clients against
- *            tests/bench/ceiling_queue.ts (durable) and quotes its p50/p99.
+ *            tests/bench/ceiling_queue.ts (durable publishes and acks) and quotes its p50/p99.
  *   fanout   2,000 msg/s of 128 B published by one process to 100 SSE streams (GET /stream),
  *            then to 100 WebSocket spies (GET /ws), read over raw TCP by another process;
  *            send→receive latency p50/p99 over every event, and the broker's CPU.
@@ -781,41 +782,53 @@ async function ceiling(o: Options, p: Plan): Promise<void> {
 }
 
 /**
- * The least a durable queue does (tests/bench/ceiling_queue.ts): read the body, group-commit
- * it to a file (one write + fdatasync per batch) where the brokers keep their WALs, answer 201.
- * What a durable publish over Deno.serve allows here at all, at 1 and 64 connections.
+ * The least a durable queue does under Ferry's contract (tests/bench/ceiling_queue.ts): list
+ * the headers for X-MQ-*, read the body, group-commit it to a file (one write + fdatasync per
+ * batch) where the brokers keep their WALs, answer 201. What a durable publish over Deno.serve
+ * allows here at all, at 1 and 64 connections; and at 64 with `--bare` (no header listing, no
+ * durable acks), for what the contract's part costs.
  */
 async function queueCeiling(_o: Options, p: Plan): Promise<void> {
-  const dir = await tempDir("ferry-bench-queue-");
-  const srv = await spawnServer(join(HERE, "ceiling_queue.ts"), ["--dir", dir], ["-A"]);
-  try {
-    for (const c of [1, 64]) {
-      const run = { script: "publish.lua", url: `${srv.url}/publish/q`, threads: 1, conns: c };
-      await quiet();
-      await wrkTimed({ ...run, seconds: p.warmS, args: ["1024"] });
-      const w = await wrkTimed({ ...run, seconds: p.runS, args: ["1024"] });
-      const rate = (w.requests - w.status_errors) / (w.duration_us / 1e6);
-      figures.queue.set(c, rate);
-      const ceil = figures.ceiling.get(c);
-      log(`queue ceiling c=${c}: ${int(rate)} req/s`);
-      row({
-        section: "1",
-        measure: "durable queue ceiling: 1 KiB POST → group commit → 201, req/s",
-        conns: String(c),
-        result: int(rate),
-        p50: ms(w.p50_us),
-        p99: ms(w.p99_us),
-        notes: [
-          "tests/bench/ceiling_queue.ts: no topics, ids, headers or checks",
-          ceil ? `${pct(rate / ceil)} of the HTTP ceiling` : "",
-          errorsOf(w),
-          await busyNote(),
-        ].filter(Boolean).join("; "),
-      });
+  for (const bare of [false, true]) {
+    const dir = await tempDir("ferry-bench-queue-");
+    const srv = await spawnServer(
+      join(HERE, "ceiling_queue.ts"),
+      ["--dir", dir, ...(bare ? ["--bare"] : [])],
+      ["-A"],
+    );
+    try {
+      for (const c of bare ? [64] : [1, 64]) {
+        const run = { script: "publish.lua", url: `${srv.url}/publish/q`, threads: 1, conns: c };
+        await quiet();
+        await wrkTimed({ ...run, seconds: p.warmS, args: ["1024"] });
+        const w = await wrkTimed({ ...run, seconds: p.runS, args: ["1024"] });
+        const rate = (w.requests - w.status_errors) / (w.duration_us / 1e6);
+        if (!bare) figures.queue.set(c, rate);
+        const ceil = figures.ceiling.get(c);
+        log(`queue ceiling${bare ? " --bare" : ""} c=${c}: ${int(rate)} req/s`);
+        row({
+          section: "1",
+          measure: bare
+            ? "the same without the header listing (`--bare`), req/s"
+            : "durable queue ceiling: 1 KiB POST → group commit → 201, req/s",
+          conns: String(c),
+          result: int(rate),
+          p50: ms(w.p50_us),
+          p99: ms(w.p99_us),
+          notes: [
+            bare
+              ? "what listing the request headers (for X-MQ-*) costs: compare the row above"
+              : "tests/bench/ceiling_queue.ts: lists headers for X-MQ-*; no topics, ids or checks",
+            ceil ? `${pct(rate / ceil)} of the HTTP ceiling` : "",
+            errorsOf(w),
+            await busyNote(),
+          ].filter(Boolean).join("; "),
+        });
+      }
+    } finally {
+      await srv.stop("SIGKILL");
+      await removeDir(dir);
     }
-  } finally {
-    await srv.stop("SIGKILL");
-    await removeDir(dir);
   }
 }
 
