@@ -129,7 +129,8 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
     } finally {
       inFlight--;
     }
-    if (!req.bodyUsed && req.body && res.status >= 400) await discardBody(req);
+    // Status first: `req.body` makes a ReadableStream, even for a GET, when first read.
+    if (res.status >= 400 && !req.bodyUsed && req.body) await discardBody(req);
     const seconds = (performance.now() - t0) / 1000;
     for (const hook of after) {
       try {
