@@ -175,10 +175,10 @@ export function ack(
 export function ackIn(topic: Topic, g: Group, ids: string[], now: number) {
   const acked: string[] = [];
   const notFound: string[] = [];
-  const seen = new Set<string>();
+  const seen = ids.length > 1 ? new Set<string>() : undefined;
   for (const id of ids) {
-    if (seen.has(id)) continue;
-    seen.add(id);
+    if (seen?.has(id)) continue;
+    seen?.add(id);
     (topic.delivery(g, id) ? acked : notFound).push(id);
   }
   let durable: Promise<unknown> = Promise.resolve();
