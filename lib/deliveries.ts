@@ -26,7 +26,7 @@ export interface ConsumeOptions {
   filterKey?: string;
   filterVal?: string;
   visibilityMs?: number;
-  /** Fires when the client goes away; a parked consume then leaves the queue. Read only when it parks. */
+  /** Fires when the client goes away; a parked consume then leaves the queue. Read on parking. */
   signal?: AbortSignal;
 }
 

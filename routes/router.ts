@@ -118,7 +118,8 @@ function decodeParams(r: Compiled, parts: string[]): Record<string, string> {
   for (let k = 0; k < r.params.length; k++) {
     const name = r.names[k]!;
     const part = parts[r.params[k]!] ?? "";
-    if (!part.includes("%")) { // decodeURIComponent costs ~300 ns even when there is nothing to decode
+    if (!part.includes("%")) {
+      // decodeURIComponent costs ~0.3 µs even when there is nothing to decode.
       params[name] = part;
       continue;
     }

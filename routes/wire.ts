@@ -136,7 +136,10 @@ export function rateJson(p: RatePoint): RatePointJson {
   };
 }
 
-/** The answer to a publish (CONTRACT "Success answers"). */
+/**
+ * The answer to a publish (CONTRACT "Success answers"), typed against `PublishAnswer`: the shape
+ * that publishedText and batchAnswerText write as text (tests/routes/wire_test.ts holds them equal).
+ */
 export function publishedJson(p: Published): PublishAnswer {
   const out: PublishAnswer = {
     id: p.id,

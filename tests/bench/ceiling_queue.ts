@@ -17,7 +17,8 @@
  *
  * No topics, groups, leases, ids that sort, validation or metrics: every row that beats it would
  * be wrong. `--bare` leaves out what Ferry's contract adds to the least a queue does (the header
- * listing and durable acks), to show what they cost. `deno run -A tests/bench/ceiling_queue.ts [--port N] [--dir D]` logs
+ * listing and durable acks), to show what they cost.
+ * `deno run -A tests/bench/ceiling_queue.ts [--port N] [--dir D] [--bare]` logs
  * `{"msg":"listening","port":N}` on stderr like the broker.
  */
 
