@@ -45,6 +45,7 @@ Deno.test("the payload cache keeps the newest durable payloads in memory, the re
   const peeked = await again.broker.consume("c", { peek: true, limit: 20 }, wire);
   assertEquals(peeked.map((m) => m.payload_text), sent);
   await again.close();
+  await Deno.remove(t.dir, { recursive: true });
 });
 
 Deno.test("payloads in memory and on disk read right across compactions racing publishes", async () => {
@@ -90,6 +91,7 @@ Deno.test("payloads in memory and on disk read right across compactions racing p
   assertEquals(held.length, sent.size);
   for (const m of held) assertEquals(m.payload_text, sent.get(m.id));
   await again.close();
+  await Deno.remove(t.dir, { recursive: true });
 });
 
 Deno.test("the payload cache lets go of purged messages at the next sweep, not at the next publish", async () => {

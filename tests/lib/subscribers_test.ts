@@ -32,7 +32,9 @@ function collector() {
   };
 }
 
+/** A broker on a temporary data dir (or `overrides.dataDir`); `close()` removes a dir it made. */
 async function open(overrides: Partial<Config> = {}, openWal?: OpenWal) {
+  const made = overrides.dataDir === undefined;
   const dataDir = overrides.dataDir ?? await Deno.makeTempDir({ prefix: "ferry-subs-" });
   let now = 1_000_000;
   const broker = await Broker.open(defaultConfig({ dataDir, ...overrides }), {
@@ -45,6 +47,10 @@ async function open(overrides: Partial<Config> = {}, openWal?: OpenWal) {
     advance(ms: number) {
       now += ms;
       broker.sweep(now);
+    },
+    async close() {
+      await broker.close();
+      if (made) await Deno.remove(dataDir, { recursive: true });
     },
   };
 }
@@ -66,7 +72,7 @@ Deno.test("Subscribers: orders.* hears a topic created after it subscribed", asy
     ["orders.eu", "a"],
     ["orders.us", "b"],
   ]);
-  await t.broker.close();
+  await t.close();
 });
 
 Deno.test("Subscribers: a subscriber hears a dead-letter move and a redrive, copy first", async () => {
@@ -91,7 +97,7 @@ Deno.test("Subscribers: a subscriber hears a dead-letter move and a redrive, cop
     ["orders.eu.dlq", published.id, 3, "visibility timeout"],
     ["orders.eu", published.id, 0, ""],
   ]);
-  await t.broker.close();
+  await t.close();
 });
 
 Deno.test("Subscribers: sequence numbers only grow within a topic", async () => {
@@ -102,7 +108,7 @@ Deno.test("Subscribers: sequence numbers only grow within a topic", async () => 
   await c.heard(3);
   const seqs = c.events.map((e) => (e as { seq: number }).seq);
   assert(seqs[0]! < seqs[1]! && seqs[1]! < seqs[2]!, `seqs ${seqs}`);
-  await t.broker.close();
+  await t.close();
 });
 
 /** A real FileWal whose batches wait, while `gate()` gives a promise, until it settles. */
@@ -169,6 +175,7 @@ Deno.test({
   await settle();
   assertEquals(c.events.length, 0, "and no subscriber ever heard it");
   await after.broker.close();
+  await Deno.remove(dataDir, { recursive: true });
 });
 
 Deno.test("Subscribers: a held write is heard once released, before the publisher's answer", async () => {
@@ -188,7 +195,8 @@ Deno.test("Subscribers: a held write is heard once released, before the publishe
   await answered;
   await c.heard(1);
   assertEquals(order, ["heard x", "answered"]);
-  await t.broker.close();
+  await t.close();
+  await Deno.remove(dataDir, { recursive: true });
 });
 
 Deno.test("Subscribers: afterSeq replays from the ring and reports a gap past it", async () => {
@@ -223,7 +231,7 @@ Deno.test("Subscribers: afterSeq replays from the ring and reports a gap past it
     () => t.broker.feed.subscribe("jobs.*", () => {}, { afterSeq: 1 }),
     "invalid_parameter",
   );
-  await t.broker.close();
+  await t.close();
 });
 
 Deno.test("Subscribers: one that throws or falls behind is dropped and told; others go on", async () => {
@@ -248,7 +256,7 @@ Deno.test("Subscribers: one that throws or falls behind is dropped and told; oth
     "thrower: the subscriber failed: boom",
   ]);
   assertEquals(t.broker.feed.count("jobs"), 1);
-  await t.broker.close();
+  await t.close();
 });
 
 Deno.test("Subscribers: a broadcast is heard without a sequence number and never stored", async () => {
@@ -261,7 +269,7 @@ Deno.test("Subscribers: a broadcast is heard without a sequence number and never
   assertEquals(t.broker.findTopic("news"), undefined);
   unsubscribe();
   assertEquals(t.broker.broadcast("news", bytes("again")), 0);
-  await t.broker.close();
+  await t.close();
 });
 
 Deno.test("Subscribers.tap() hears every durable record across topics, a move copy first", async () => {
@@ -290,7 +298,7 @@ Deno.test("Subscribers.tap() hears every durable record across topics, a move co
   const removal = heard.lastIndexOf("jobs Ack");
   assert(copy >= 0 && removal > copy, `copy before removal: ${heard.join(", ")}`);
   assertEquals(heard.filter((h) => h === "jobs Publish").length, 1, "nothing after stop()");
-  await t.broker.close();
+  await t.close();
 });
 
 Deno.test("Subscribers.closeAll() (drain) ends every subscription with a closed event", async () => {
@@ -303,5 +311,5 @@ Deno.test("Subscribers.closeAll() (drain) ends every subscription with a closed 
   await b.heard(1);
   assertEquals([a.events, b.events], [[{ kind: "closed" }], [{ kind: "closed" }]]);
   assertEquals(t.broker.feed.count("jobs"), 0);
-  await t.broker.close();
+  await t.close();
 });
