@@ -123,16 +123,13 @@ export function describe(v: unknown): string {
 
 /** Query parameters, parsed lazily from the request URL. */
 export class Query {
+  /** Parsed on first use: most hot requests carry no query at all. */
   #fields: Map<string, string> | undefined;
   constructor(readonly search: string) {}
 
-  /** Parsed on first use: most hot requests carry no query at all. */
-  get fields(): ReadonlyMap<string, string> {
-    return this.#fields ??= parseSearch(this.search);
-  }
-
   #get(name: string): string | null {
-    return this.search === "" ? null : this.fields.get(name) ?? null;
+    if (this.search === "") return null;
+    return (this.#fields ??= parseSearch(this.search)).get(name) ?? null;
   }
 
   str(name: string): string | undefined {
