@@ -175,6 +175,10 @@ Deno.test({
   await settle();
   assertEquals(c.events.length, 0, "and no subscriber ever heard it");
   await after.broker.close();
+  // Only now is the abandoned broker let go, so that its files are closed before they go.
+  disk.release();
+  await answered;
+  await t.broker.close();
   await Deno.remove(dataDir, { recursive: true });
 });
 
