@@ -35,6 +35,18 @@ export type MessageFields = Pick<
 >;
 
 /**
+ * The fields most messages leave empty (no TTL, idempotency key, redrive, dead-letter origin or
+ * reason), kept out of line: a message without any of them holds one empty slot, not five.
+ */
+interface Rare {
+  expiresAt: number;
+  idemKey: string | undefined;
+  redriveCount: number;
+  origin: string | undefined;
+  reason: string | undefined;
+}
+
+/**
  * One published message; every group's delivery of it shares it. The payload is kept as
  * (buffer, offset, length) rather than a Uint8Array: a view object costs ~100 bytes per
  * message held, the getter's short-lived view costs nothing that lasts. Once its record is
@@ -48,19 +60,8 @@ export class StoredMessage {
   /** Publish time, ms since the epoch. */
   readonly timestamp: number;
   readonly priority: number;
-  /** 0 when the message never expires. */
-  readonly expiresAt: number;
   /** Stored `X-MQ-*` headers (and Content-Type) as [name, value, ...], names lower-cased. */
   readonly headers: string[] | undefined;
-  readonly idemKey: string | undefined;
-  readonly redriveCount: number;
-  /**
-   * The group a dead-lettered message came from; when several groups dead-lettered it, their
-   * names comma-separated (the default group as an empty name). Undefined: the default group.
-   */
-  origin: string | undefined;
-  /** Why it was last requeued or dead-lettered. */
-  readonly reason: string | undefined;
   /** Bytes of its WAL record, for compaction accounting. */
   size: number;
   /** Groups that still hold it; at 0 it leaves memory. */
@@ -68,6 +69,8 @@ export class StoredMessage {
   /** Its deliveries: the first group's here, any further ones in `rest` (no per-group Map). */
   first: Delivery | undefined = undefined;
   rest: Delivery[] | undefined = undefined;
+  /** The fields below that most messages leave empty; undefined when all are. */
+  #rare: Rare | undefined;
   /** The payload's memory; undefined once it is read from the file instead. */
   #buffer: ArrayBufferLike | undefined;
   readonly #offset: number;
@@ -85,13 +88,17 @@ export class StoredMessage {
     this.seq = f.seq;
     this.timestamp = f.timestamp;
     this.priority = f.priority;
-    this.expiresAt = f.expiresAt;
     this.headers = f.headers;
-    this.idemKey = f.idemKey;
-    this.redriveCount = f.redriveCount;
-    this.origin = f.origin;
-    this.reason = f.reason;
     this.size = size;
+    if (f.expiresAt || f.idemKey || f.redriveCount || f.origin || f.reason) {
+      this.#rare = {
+        expiresAt: f.expiresAt,
+        idemKey: f.idemKey,
+        redriveCount: f.redriveCount,
+        origin: f.origin,
+        reason: f.reason,
+      };
+    }
     this.#offset = f.payload.byteOffset;
     this.#length = f.payload.length;
     if (disk && !keep) this.toDisk(disk);
@@ -99,6 +106,39 @@ export class StoredMessage {
       this.#buffer = f.payload.buffer;
       this.locate(disk);
     }
+  }
+
+  /** 0 when the message never expires. */
+  get expiresAt(): number {
+    return this.#rare?.expiresAt ?? 0;
+  }
+
+  get idemKey(): string | undefined {
+    return this.#rare?.idemKey;
+  }
+
+  get redriveCount(): number {
+    return this.#rare?.redriveCount ?? 0;
+  }
+
+  /**
+   * The group a dead-lettered message came from; when several groups dead-lettered it, their
+   * names comma-separated (the default group as an empty name). Undefined: the default group.
+   */
+  get origin(): string | undefined {
+    return this.#rare?.origin;
+  }
+
+  set origin(origin: string | undefined) {
+    if (this.#rare) this.#rare.origin = origin;
+    else if (origin !== undefined) {
+      this.#rare = { expiresAt: 0, idemKey: undefined, redriveCount: 0, origin, reason: undefined };
+    }
+  }
+
+  /** Why it was last requeued or dead-lettered. */
+  get reason(): string | undefined {
+    return this.#rare?.reason;
   }
 
   /** Leaves the payload in its WAL file (or another generation of it) and drops the memory. */
