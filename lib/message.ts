@@ -69,7 +69,10 @@ export class StoredMessage {
   /** Its deliveries: the first group's here, any further ones in `rest` (no per-group Map). */
   first: Delivery | undefined = undefined;
   rest: Delivery[] | undefined = undefined;
-  /** The fields below that most messages leave empty; undefined when all are. */
+  /**
+   * expiresAt, idemKey, redriveCount, origin and reason (see their getters); undefined while all
+   * are empty.
+   */
   #rare: Rare | undefined;
   /** The payload's memory; undefined once it is read from the file instead. */
   #buffer: ArrayBufferLike | undefined;
