@@ -67,8 +67,9 @@
  *
  * How: every broker is a child `deno run <the start task's permissions> main.ts --port 0
  * --data-dir <temp> --fsync always` on 127.0.0.1, fresh per measurement (no topic reaches the
- * per-topic cap, no run pays for the previous one's garbage). Load comes from wrk (`/usr/bin/wrk`, `apt-get install -y wrk`), one
- * thread for the publish and ceiling runs so the other core is the server's; the Lua scripts are
+ * per-topic cap, no run pays for the previous one's garbage). Load comes from wrk
+ * (`/usr/bin/wrk`, `apt-get install -y wrk`), one thread for the publish and ceiling runs so
+ * the other core is the server's; the Lua scripts are
  * in tests/bench/wrk/ and print one `FERRY_RESULT {json}` line from done(). Consumers run 8
  * connections, one per wrk thread, so each thread alternates consume and ack. Fill and drain
  * ends are found by polling GET /api/stats every 10 ms, then wrk is stopped with SIGINT.
@@ -1204,7 +1205,9 @@ async function clientLoop(o: Options, p: Plan): Promise<void> {
   });
 }
 
-/** Runs a client script of tests/bench/ with `args` as its own process; resolves with its output. */
+/**
+ * Runs a client script of tests/bench/ with `args` as its own process; resolves with its output.
+ */
 function runClient(args: string[], script = "e2e_client.ts"): Promise<Deno.CommandOutput> {
   const client = join(HERE, script);
   return track(
