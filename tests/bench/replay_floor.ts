@@ -4,7 +4,7 @@
  * beside what the WAL format and its decoder allow at all.
  *
  * Two passes over the same files, each reading them whole in 8 MiB chunks:
- * - `checked`: each frame's length and CRC-32, as replay checks them (lib/crc32.ts);
+ * - `checked`: each frame's length and CRC-32, as replay checks them (`checksumOk`);
  * - `decoded`: lib/wal_replay.ts's own replayFile, which also decodes each record (its id and
  *   strings, a view of its payload), with an apply that only counts.
  *
@@ -13,10 +13,9 @@
  * without damage (replayFile would salvage it, which needs write access).
  */
 
-import { crc32 } from "../../lib/crc32.ts";
 import { Logger } from "../../lib/log.ts";
 import { replayFile } from "../../lib/wal_replay.ts";
-import { FILE_HEADER_BYTES, FRAME_HEADER_BYTES } from "../../lib/wal_record.ts";
+import { checksumOk, FILE_HEADER_BYTES, FRAME_HEADER_BYTES } from "../../lib/wal_record.ts";
 
 const CHUNK_BYTES = 8 * 1024 * 1024;
 
@@ -55,8 +54,10 @@ function checkFile(path: string): number {
           break;
         }
         if (end > len) break;
-        const sum = crc32(buf.subarray(at + FRAME_HEADER_BYTES, end));
-        if (sum !== view.getUint32(at + 4, true)) throw new Error(`${path}: damaged frame`);
+        const body = buf.subarray(at + FRAME_HEADER_BYTES, end);
+        if (!checksumOk(view.getUint32(at + 4, true), body)) {
+          throw new Error(`${path}: damaged frame`);
+        }
         records++;
         at = end;
       }
