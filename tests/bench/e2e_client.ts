@@ -15,6 +15,8 @@
  *     MODE `auto` (default) adds auto_ack=true: each answer waits for its ack to be durable.
  *     MODE `ack` acks what it got (POST /ack, one id or a batch) without waiting for the ack
  *     before the next poll, as an at-least-once consumer that acks after its work does.
+ *     first_p50_ms and last_p50_ms are the p50 of the first and the last WINDOW messages in
+ *     arrival order: a backlog left from the start is shed (or not) between the two.
  *   deno run -A tests/bench/e2e_client.ts sse URL TOPIC STREAMS EXPECTED DEADLINE_S
  *     opens STREAMS event streams (GET /stream/TOPIC) and reads each until it has EXPECTED
  *     non-warm-up messages or DEADLINE_S passes; reports receive minus send time over all.
@@ -40,6 +42,9 @@ function body(warm: boolean): string {
   const head = `{"t":${now()},"w":${warm ? 1 : 0},"p":"`;
   return head + "x".repeat(Math.max(0, payloadBytes - head.length - 2)) + `"}`;
 }
+
+/** Messages in each of sub's first and last windows. */
+const WINDOW = 1000;
 
 /** Nearest-rank percentile of an ascending array. */
 function percentile(sorted: number[], p: number): number {
@@ -161,6 +166,9 @@ async function sub(
   await acksRead;
   poller.close();
   acker.close();
+  const windowP50 = (w: number[]) => percentile(w.sort((a, b) => a - b), 50);
+  const firstP50 = windowP50(latencies.slice(0, WINDOW));
+  const lastP50 = windowP50(latencies.slice(-WINDOW));
   latencies.sort((a, b) => a - b);
   console.log(JSON.stringify({
     received: latencies.length,
@@ -174,6 +182,8 @@ async function sub(
     p90_ms: percentile(latencies, 90),
     p99_ms: percentile(latencies, 99),
     max_ms: latencies.at(-1) ?? NaN,
+    first_p50_ms: firstP50,
+    last_p50_ms: lastP50,
   }));
 }
 

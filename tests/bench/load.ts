@@ -1245,6 +1245,9 @@ interface E2eRun {
     p50_ms: number;
     p99_ms: number;
     max_ms: number;
+    /** p50 of the first and the last 1,000 messages, in arrival order. */
+    first_p50_ms: number;
+    last_p50_ms: number;
   };
   /** Every message arrived, none failed. */
   complete: boolean;
@@ -1322,6 +1325,9 @@ async function e2eRow(
     p99: `${subR.p99_ms.toFixed(2)} ms`,
     notes: [
       `over ${p.e2eRunS} s after ${p.e2eWarmS} s warm-up; max ${subR.max_ms.toFixed(1)} ms`,
+      `p50 of the first 1,000 ${subR.first_p50_ms.toFixed(1)} ms, of the last 1,000 ${
+        subR.last_p50_ms.toFixed(1)
+      } ms`,
       `publisher ${int(pubR.rate)} msg/s`,
       `${int(subR.polls)} polls`,
       fsync,
@@ -1330,7 +1336,9 @@ async function e2eRow(
       subR.received !== expected ? `expected ${int(expected)}` : "",
       `the durable queue ceiling with the same clients: p50 ${ceil.sub.p50_ms.toFixed(2)} ms, p99 ${
         ceil.sub.p99_ms.toFixed(2)
-      } ms${ceil.complete ? "" : " (incomplete)"}`,
+      } ms (first 1,000 ${ceil.sub.first_p50_ms.toFixed(1)} ms, last 1,000 ${
+        ceil.sub.last_p50_ms.toFixed(1)
+      } ms)${ceil.complete ? "" : " (incomplete)"}`,
       busy,
     ].filter(Boolean).join("; "),
     target: "p99 ≤ 2 ms, keeps up",
