@@ -226,6 +226,19 @@ const SPARE_MAX_BYTES = 4 * 1024 * 1024;
 /** How many written buffers a writer keeps for its next batches. */
 const SPARES = 2;
 
+/**
+ * The zero-filled stretch a writer of small, frequent commits keeps ahead of its log's end (see
+ * FileWal.#zeroFill), and how little of it may be left before the next fill.
+ */
+const ZERO_FILL_BYTES = 1024 * 1024;
+const ZERO_FILL_LOW_BYTES = 256 * 1024;
+/** A writer earns the fill with this many fsynced commits in at most ZERO_FILL_WINDOW_MS... */
+const ZERO_FILL_COMMITS = 64;
+const ZERO_FILL_WINDOW_MS = 1_000;
+/** ...averaging at most this many bytes: larger commits pay for their metadata themselves. */
+const ZERO_FILL_MEAN_MAX_BYTES = 8 * 1024;
+let zeroChunk: Uint8Array | undefined;
+
 /** Longest wait between attempts to open a WAL file while no descriptor is free. */
 const OPEN_RETRY_MAX_MS = 5_000;
 
@@ -261,6 +274,18 @@ export class FileWal implements Wal {
   #closed = false;
   #compacting: Promise<void> | undefined;
   #spares: Uint8Array[] = [];
+  /** File offset of the next write: the end of the log. */
+  #end = 0;
+  /** End of the zero-filled stretch ahead of #end (#end itself when there is none). */
+  #zeroEnd = 0;
+  /** The current window of commits that decides #smallCommits: its start, count and bytes. */
+  #windowStart = 0;
+  #windowCommits = 0;
+  #windowBytes = 0;
+  /** Whether the last window's commits were small and frequent, so zero-filling pays. */
+  #smallCommits = false;
+  /** Set once a zero-fill failed: the writer appends plainly from then on. */
+  #noZeroFill = false;
   generation = 0;
   /** The reader of the current file, once it is open. */
   #payloads: PayloadFile | undefined;
@@ -350,6 +375,7 @@ export class FileWal implements Wal {
         await file.syncData();
         await syncDir(this.dir); // the new file's name survives a crash too
       }
+      this.#end = this.#zeroEnd = Math.max(end, FILE_HEADER_BYTES);
       this.#payloads = PayloadFile.open(this.path);
       this.#file = file;
     })();
@@ -397,6 +423,10 @@ export class FileWal implements Wal {
           return;
         }
         if (this.#held) return;
+        if (this.#smallCommits && this.#zeroEnd - this.#end < ZERO_FILL_LOW_BYTES) {
+          await this.#zeroFill(file);
+          if (this.failed || this.#held) return; // a compaction may have begun to wait meanwhile
+        }
         // Every batch up to the next gated one goes in one write and one fdatasync.
         let n = 1;
         while (n < this.#queue.length && !this.#queue[n]!.gate) n++;
@@ -405,10 +435,13 @@ export class FileWal implements Wal {
           const data = joinBatches(taken);
           if (data.length <= INLINE_WRITE_MAX_BYTES) writeAllNow(file, data);
           else await writeAll(file, data);
+          this.#end += data.length;
           if (this.opts.fsync === "always") {
             const t0 = performance.now();
             await file.syncData();
-            this.opts.onFsync?.((performance.now() - t0) / 1000);
+            const t1 = performance.now();
+            this.opts.onFsync?.((t1 - t0) / 1000);
+            this.#countCommit(data.length, t1);
           } else {
             this.#dirty = true;
             this.#syncSoon();
@@ -422,6 +455,52 @@ export class FileWal implements Wal {
       }
     } finally {
       this.#flushing = undefined;
+    }
+  }
+
+  /**
+   * Counts a fsynced commit into the window that decides whether zero-filling pays: a window
+   * closes after ZERO_FILL_COMMITS commits, or as not frequent once ZERO_FILL_WINDOW_MS passed.
+   */
+  #countCommit(bytes: number, now: number): void {
+    if (this.#windowCommits === 0) this.#windowStart = now;
+    const frequent = now - this.#windowStart <= ZERO_FILL_WINDOW_MS;
+    this.#windowCommits++;
+    this.#windowBytes += bytes;
+    if (frequent && this.#windowCommits < ZERO_FILL_COMMITS) return;
+    this.#smallCommits = frequent && !this.#noZeroFill &&
+      this.#windowBytes <= this.#windowCommits * ZERO_FILL_MEAN_MAX_BYTES;
+    this.#windowCommits = this.#windowBytes = 0;
+  }
+
+  /**
+   * Writes and syncs ZERO_FILL_BYTES of zeros past the end of the log, for the commits after
+   * it to overwrite. An fdatasync that only overwrites blocks the file already has needs no
+   * journal commit for the file's size and block map: 1 KiB commits took about 20 % less CPU
+   * and 25 % less time here. The fill runs between commits, once per ZERO_FILL_BYTES (about 4
+   * ms of the disk's time here), and only for a writer of small, frequent commits; one of
+   * large commits would write its bytes twice. Replay cuts a zero-filled tail off silently.
+   * Best effort: a fill that fails (a full disk) leaves the writer appending plainly.
+   */
+  async #zeroFill(file: Deno.FsFile): Promise<void> {
+    const from = Math.max(this.#zeroEnd, this.#end);
+    try {
+      file.seekSync(from, Deno.SeekMode.Start);
+      await writeAll(file, zeroChunk ??= new Uint8Array(ZERO_FILL_BYTES));
+      await file.syncData();
+      this.#zeroEnd = from + ZERO_FILL_BYTES;
+    } catch (e) {
+      this.#noZeroFill = true;
+      this.#smallCommits = false;
+      this.opts.log.warn("WAL zero-fill failed; appending without it", {
+        path: this.path,
+        error: e,
+      });
+    }
+    try {
+      file.seekSync(this.#end, Deno.SeekMode.Start);
+    } catch (e) {
+      this.#fail(e as Error);
     }
   }
 
@@ -560,6 +639,7 @@ export class FileWal implements Wal {
       await syncDir(this.dir);
       if (this.#file) this.#oldWriters.push(this.#file);
       this.#file = tmp;
+      this.#end = this.#zeroEnd = size;
       tmp = undefined;
       this.#resolve(taken);
       taken = undefined;

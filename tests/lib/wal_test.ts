@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "../_support/assert.ts";
-import { silentLogger } from "../../lib/log.ts";
+import { Logger, silentLogger } from "../../lib/log.ts";
 import { FileWal } from "../../lib/wal.ts";
 import { replayFile } from "../../lib/wal_replay.ts";
 import { encodeRecord, RecordType, type WalRecord } from "../../lib/wal_record.ts";
@@ -115,5 +115,77 @@ Deno.test("FileWal opens an empty file by writing its header; barrier() then res
   await wal.append(key(1));
   await wal.close();
   assertEquals((await replayAll(path)).seen, [1]);
+  await Deno.remove(dir, { recursive: true });
+});
+
+/** The file's size, and whether every byte from `from` on is zero. */
+async function tail(path: string, from: number): Promise<{ size: number; zeros: boolean }> {
+  const bytes = await Deno.readFile(path);
+  return { size: bytes.length, zeros: bytes.subarray(from).every((b) => b === 0) };
+}
+
+Deno.test("FileWal zero-fills ahead of small, frequent commits; replay cuts the zeros silently", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/t.wal`;
+  let wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
+  for (let i = 1; i <= 100; i++) await wal.append(key(i)); // one commit each
+  const logical = wal.bytes;
+  const before = await tail(path, logical);
+  assert(before.size >= logical + 512 * 1024, `a zero-filled stretch: ${before.size} B`);
+  assert(before.zeros, "only zeros after the log's end");
+  await wal.close();
+
+  const warned: string[] = [];
+  const { seen, result } = await replayAll(path, new Logger("warn", (l) => warned.push(l)));
+  assertEquals(seen, Array.from({ length: 100 }, (_, i) => i + 1));
+  assertEquals([result.validBytes, result.skipped, result.cut], [logical, [], undefined]);
+  assertEquals(warned, []);
+  assertEquals((await Deno.stat(path)).size, logical, "the zeros are cut off");
+
+  // Appends after a restart land where the log ended.
+  wal = new FileWal(path, dir, result.validBytes, { fsync: "always", log: silentLogger });
+  for (let i = 101; i <= 110; i++) await wal.append(key(i));
+  await wal.close();
+  assertEquals((await replayAll(path)).seen, Array.from({ length: 110 }, (_, i) => i + 1));
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("FileWal appends plainly for large commits, and without fsync=always", async () => {
+  const dir = await Deno.makeTempDir();
+  const big = (seq: number): WalRecord => ({
+    type: RecordType.Key,
+    seq,
+    key: "k".repeat(16 * 1024),
+    id: `id${seq}`,
+    at: seq,
+  });
+  for (
+    const [name, fsync, record] of [["big", "always", big], ["interval", "interval", key]] as const
+  ) {
+    const path = `${dir}/${name}.wal`;
+    const wal = new FileWal(path, dir, 0, { fsync, log: silentLogger });
+    for (let i = 1; i <= 100; i++) await wal.append(record(i));
+    assertEquals((await tail(path, 0)).size, wal.bytes, `${name}: no zeros after the log`);
+    await wal.close();
+    assertEquals((await replayAll(path)).seen.length, 100);
+  }
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("FileWal.compact() starts the new file without zeros, and fills it once commits are frequent", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/t.wal`;
+  const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
+  for (let i = 1; i <= 100; i++) await wal.append(key(i));
+  await wal.compact(() => [[encodeRecord(key(100))]]);
+  assertEquals((await tail(path, 0)).size, wal.bytes, "the compacted file ends at its log");
+  for (let i = 101; i <= 200; i++) await wal.append(key(i));
+  const after = await tail(path, wal.bytes);
+  assert(after.size > wal.bytes && after.zeros, "zero-filled again");
+  await wal.close();
+  assertEquals(
+    (await replayAll(path)).seen,
+    Array.from({ length: 101 }, (_, i) => 100 + i),
+  );
   await Deno.remove(dir, { recursive: true });
 });
