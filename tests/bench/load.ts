@@ -590,6 +590,19 @@ async function dirBytes(dir: string): Promise<number> {
   return n;
 }
 
+/** Bytes of zeros at the ends of the WAL files in `dir`: the writers' zero-filled tails. */
+async function zeroTailBytes(dir: string): Promise<number> {
+  let n = 0;
+  for await (const e of Deno.readDir(dir)) {
+    if (!e.isFile || !e.name.endsWith(".wal")) continue;
+    const bytes = await Deno.readFile(join(dir, e.name));
+    let end = bytes.length;
+    while (end > 0 && bytes[end - 1] === 0) end--;
+    n += bytes.length - end;
+  }
+  return n;
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface HeapUsage {
@@ -1924,6 +1937,7 @@ async function restart(o: Options, _p: Plan): Promise<void> {
       rates.push(await churnRound(b, perRound, r));
     }
     const walBytes = await dirBytes(dir);
+    const zeroBytes = await zeroTailBytes(dir);
     log(
       `restart: ${rounds} rounds of ${int(perRound)} publishes (${int(Math.min(...rates))}-${
         int(Math.max(...rates))
@@ -1951,7 +1965,9 @@ async function restart(o: Options, _p: Plan): Promise<void> {
       notes: [
         `replayed ${int(Number(rec.records ?? 0))} records (${
           int(Number(rec.messages ?? 0))
-        } messages) from ${(walBytes / MIB).toFixed(2)} MiB in ${rec.duration_ms} ms`,
+        } messages) from ${(walBytes / MIB).toFixed(2)} MiB${
+          zeroBytes ? ` (${(zeroBytes / MIB).toFixed(2)} MiB of it zero-filled WAL tails)` : ""
+        } in ${rec.duration_ms} ms`,
         `restarted again 2 s later: ${int(second.listenMs)} ms from ${
           (settledBytes / MIB).toFixed(2)
         } MiB`,
