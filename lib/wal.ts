@@ -675,6 +675,10 @@ export class FileWal implements Wal {
     if (this.#file && this.opts.fsync !== "never" && !this.failed) {
       await this.#file.syncData().catch(() => {});
     }
+    // A clean stop leaves the file as long as its log; after a crash, replay cuts the zeros.
+    if (this.#file && this.#zeroEnd > this.#end && !this.failed) {
+      await this.#file.truncate(this.#end).catch(() => {});
+    }
     this.#file?.close();
     this.#file = undefined;
     this.releaseRetired();

@@ -124,7 +124,7 @@ async function tail(path: string, from: number): Promise<{ size: number; zeros: 
   return { size: bytes.length, zeros: bytes.subarray(from).every((b) => b === 0) };
 }
 
-Deno.test("FileWal zero-fills ahead of small, frequent commits; replay cuts the zeros silently", async () => {
+Deno.test("FileWal zero-fills ahead of small, frequent commits; close and replay cut the zeros", async () => {
   const dir = await Deno.makeTempDir();
   const path = `${dir}/t.wal`;
   let wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
@@ -133,20 +133,28 @@ Deno.test("FileWal zero-fills ahead of small, frequent commits; replay cuts the 
   const before = await tail(path, logical);
   assert(before.size >= logical + 512 * 1024, `a zero-filled stretch: ${before.size} B`);
   assert(before.zeros, "only zeros after the log's end");
+  const crashed = `${dir}/crashed.wal`; // the file as a crash would leave it
+  await Deno.copyFile(path, crashed);
   await wal.close();
+  assertEquals((await Deno.stat(path)).size, logical, "a clean close cuts the zeros");
 
   const warned: string[] = [];
-  const { seen, result } = await replayAll(path, new Logger("warn", (l) => warned.push(l)));
+  const { seen, result } = await replayAll(crashed, new Logger("warn", (l) => warned.push(l)));
   assertEquals(seen, Array.from({ length: 100 }, (_, i) => i + 1));
   assertEquals([result.validBytes, result.skipped, result.cut], [logical, [], undefined]);
   assertEquals(warned, []);
-  assertEquals((await Deno.stat(path)).size, logical, "the zeros are cut off");
+  assertEquals((await Deno.stat(crashed)).size, logical, "replay cuts the zeros");
+  assertEquals(
+    (await Array.fromAsync(Deno.readDir(dir))).map((e) => e.name).sort(),
+    ["crashed.wal", "t.wal"],
+    "no cut file",
+  );
 
-  // Appends after a restart land where the log ended.
-  wal = new FileWal(path, dir, result.validBytes, { fsync: "always", log: silentLogger });
+  // After the crash, appends land where the log ended.
+  wal = new FileWal(crashed, dir, result.validBytes, { fsync: "always", log: silentLogger });
   for (let i = 101; i <= 110; i++) await wal.append(key(i));
   await wal.close();
-  assertEquals((await replayAll(path)).seen, Array.from({ length: 110 }, (_, i) => i + 1));
+  assertEquals((await replayAll(crashed)).seen, Array.from({ length: 110 }, (_, i) => i + 1));
   await Deno.remove(dir, { recursive: true });
 });
 
