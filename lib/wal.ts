@@ -237,6 +237,7 @@ const ZERO_FILL_COMMITS = 64;
 const ZERO_FILL_WINDOW_MS = 1_000;
 /** ...averaging at most this many bytes: larger commits pay for their metadata themselves. */
 const ZERO_FILL_MEAN_MAX_BYTES = 8 * 1024;
+/** ZERO_FILL_BYTES of zeros, shared by every writer's fills (made at the first). */
 let zeroChunk: Uint8Array | undefined;
 
 /** Longest wait between attempts to open a WAL file while no descriptor is free. */
