@@ -158,9 +158,8 @@ export async function replayFile(
     let records = 0;
     const skipped: Skipped[] = [];
     let pos = FILE_HEADER_BYTES;
-    // Where the log ends: before the writer's zero-filled stretch, when there is one.
-    let end = size;
-    while (pos < end) {
+    let end = size; // where the log ends: before the writer's zero-filled stretch, if any
+    while (pos < size) {
       const frame = frameIn(win, pos) ?? frameAt(win, pos);
       if (typeof frame === "number") {
         const start = pos + FRAME_HEADER_BYTES - win.start;
@@ -178,7 +177,8 @@ export async function replayFile(
       skipped.push({ offset: pos, bytes: next - pos, reason: frame });
       pos = next;
     }
-    if (end < size) file.truncateSync(end); // unsynced: if the cut is lost, so is nothing
+    // Not synced: a crash before the next fdatasync brings back zeros that the next replay cuts.
+    if (end < size) file.truncateSync(end);
     if (!skipped.length) return { records, validBytes: end, skipped };
     return { records, ...await salvage(file, path, end, skipped, log) };
   } finally {
