@@ -480,7 +480,8 @@ export class FileWal implements Wal {
    * journal commit for the file's size and block map: 1 KiB commits took about 20 % less CPU
    * and 25 % less time here. The fill runs between commits, once per ZERO_FILL_BYTES (about 4
    * ms of the disk's time here), and only for a writer of small, frequent commits; one of
-   * large commits would write its bytes twice. Replay cuts a zero-filled tail off silently.
+   * large commits would write its bytes twice. A clean close() cuts the zeros off; after a crash,
+   * replay does.
    * Best effort: a fill that fails (a full disk) leaves the writer appending plainly.
    */
   async #zeroFill(file: Deno.FsFile): Promise<void> {
