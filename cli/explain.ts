@@ -4,8 +4,8 @@
  * stack trace.
  */
 
-import { FerryError } from "../client/mod.ts";
-import { CliFailure, EXIT, oneLine, refused } from "./failure.ts";
+import { FerryError, FerryUsageError } from "../client/mod.ts";
+import { CliFailure, EXIT, oneLine, refused, usage } from "./failure.ts";
 
 /** What to do about a refusal, by problem code, after the broker's own `detail`. */
 const ADVICE: Partial<Record<string, string>> = {
@@ -28,6 +28,7 @@ const ADVICE: Partial<Record<string, string>> = {
 /** Maps anything a command threw to its exit code and one line for stderr. */
 export function explain(e: unknown, url: string): CliFailure {
   if (e instanceof CliFailure) return e;
+  if (e instanceof FerryUsageError) return usage(oneLine(e.message)); // nothing was sent
   if (e instanceof FerryError && e.status > 0) {
     const detail = oneLine(e.detail || e.message || `HTTP ${e.status}`);
     const advice = ADVICE[e.code];
@@ -52,6 +53,7 @@ export function explain(e: unknown, url: string): CliFailure {
  * keeps the reason in `cause`, and a client may wrap that again.
  */
 export function connectionProblem(e: unknown): string | undefined {
+  if (e instanceof FerryUsageError) return undefined; // a TypeError, but thrown before sending
   const chain: unknown[] = [];
   for (let c = e; c && chain.length < 5 && !chain.includes(c); c = (c as Error).cause) {
     chain.push(c);

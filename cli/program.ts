@@ -5,7 +5,7 @@
  */
 
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
-import { Ferry } from "../client/mod.ts";
+import { Ferry, FerryUsageError } from "../client/mod.ts";
 import { readDuration } from "../protocol/duration.ts";
 import cliConfig from "./deno.json" with { type: "json" };
 import * as admin from "./commands/admin.ts";
@@ -15,7 +15,7 @@ import { tail } from "./commands/tail.ts";
 import * as webhooks from "./commands/webhooks.ts";
 import type { Ctx } from "./context.ts";
 import { explain } from "./explain.ts";
-import { EXIT, oneLine } from "./failure.ts";
+import { EXIT, oneLine, usage } from "./failure.ts";
 import { Output, StdoutClosed } from "./output.ts";
 import { DEFAULT_URL, type Env, processEnv, resolveSettings } from "./settings.ts";
 
@@ -60,7 +60,11 @@ export async function run(argv: string[], env: Env = processEnv): Promise<number
         listening = true;
       }
       return {
-        ferry: new Ferry({ url, apiKey: settings.apiKey, timeoutMs: REQUEST_TIMEOUT_MS }),
+        ferry: client(
+          url,
+          settings.apiKey,
+          flags.apiKey !== undefined ? "--api-key" : "FERRY_API_KEY",
+        ),
         out: Output.forProcess(settings.json),
         settings,
         signal: stop.signal,
@@ -83,6 +87,16 @@ export async function run(argv: string[], env: Env = processEnv): Promise<number
     return failure.exitCode;
   } finally {
     if (listening) Deno.removeSignalListener("SIGINT", onInterrupt);
+  }
+}
+
+/** The client, or a usage error naming where an API key no header can carry came from. */
+function client(url: string, apiKey: string | undefined, source: string): Ferry {
+  try {
+    return new Ferry({ url, apiKey, timeoutMs: REQUEST_TIMEOUT_MS });
+  } catch (e) {
+    if (e instanceof FerryUsageError) throw usage(`Invalid ${source}: ${e.reason}`);
+    throw e;
   }
 }
 

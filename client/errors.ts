@@ -2,7 +2,8 @@
  * The client's errors: one `FerryError` for everything the broker refuses (its RFC 9457 problem
  * body read apart), and two kinds of it for what never got an answer: a request that ran past
  * its time (`FerryTimeoutError`) and one that could not reach the broker or lost the connection
- * (`FerryConnectionError`). Catching `FerryError` catches all three.
+ * (`FerryConnectionError`). Catching `FerryError` catches all three. A call that cannot be made
+ * as given throws a `FerryUsageError`, a TypeError, before anything is sent.
  */
 
 import type { ErrorCode } from "../protocol/error_codes.ts";
@@ -68,6 +69,67 @@ export class FerryConnectionError extends FerryError {
   constructor(init: Omit<FerryErrorInit, "status" | "code">) {
     super({ ...init, status: 0, code: "connection_failed" });
     this.name = "FerryConnectionError";
+  }
+}
+
+/**
+ * A call the client cannot make as given: an `apiKey` or header value that no HTTP header can
+ * carry. Thrown before anything is sent (by `new Ferry()` for the key), so never retried. A
+ * TypeError, as for any bad argument, not a FerryError: no request was made.
+ */
+export class FerryUsageError extends TypeError {
+  /** The option at fault, as the message names it: `apiKey`, `header "X-MQ-trace"`. */
+  readonly option: string;
+  /** What is wrong with its value, without the value (an API key is a secret). */
+  readonly reason: string;
+
+  constructor(option: string, reason: string) {
+    super(`Invalid ${option}: ${reason}`);
+    this.name = "FerryUsageError";
+    this.option = option;
+    this.reason = reason;
+  }
+}
+
+/** Spaces, tabs and line breaks around a value, which the platform strips before sending it. */
+const EDGE_SPACE = /^[\t\n\r ]*/;
+/** A character a header value cannot hold: what is not a tab, visible ASCII, space or Latin-1. */
+const NOT_IN_HEADER = /[^\t\x20-\x7e\x80-\xff]/u;
+/** A character a header name cannot hold (RFC 9110 `token`). */
+const NOT_IN_NAME = /[^!#$%&'*+.^_`|~0-9A-Za-z-]/u;
+
+/**
+ * Throws a FerryUsageError naming `option` unless `value` can be sent as a header value: text in
+ * ISO-8859-1 without line breaks or other control characters (RFC 9110 `field-value`; spaces and
+ * line breaks around it are stripped, as `fetch` does).
+ */
+export function checkHeaderValue(option: string, value: string): void {
+  const start = EDGE_SPACE.exec(value)![0].length;
+  const inner = value.slice(start).replace(/[\t\n\r ]+$/, "");
+  const m = NOT_IN_HEADER.exec(inner);
+  if (!m) return;
+  const code = m[0].codePointAt(0)!;
+  const u = `U+${code.toString(16).toUpperCase().padStart(4, "0")}`;
+  const what = code === 0x0a || code === 0x0d
+    ? `a line break (${u})`
+    : code < 0x80
+    ? `a control character (${u})`
+    : `"${m[0]}" (${u})`;
+  throw new FerryUsageError(
+    option,
+    `${what} at character ${start + m.index + 1}; a header carries only ISO-8859-1 text ` +
+      `without line breaks or control characters`,
+  );
+}
+
+/** Throws a FerryUsageError unless `name` can be a header's name. */
+export function checkHeaderName(name: string): void {
+  const m = NOT_IN_NAME.exec(name);
+  if (!name || m) {
+    throw new FerryUsageError(
+      `header name ${JSON.stringify(name)}`,
+      "use letters, digits and ! # $ % & ' * + - . ^ _ ` | ~ only",
+    );
   }
 }
 

@@ -3,11 +3,14 @@
  * deadline per attempt, problem answers turned into FerryErrors, and retries. Every call is
  * retried on 429 and 503 (the broker refuses those before doing anything), waiting `Retry-After`;
  * only calls marked idempotent are retried after a lost connection, since the broker may have
- * acted on the first. A timeout is never retried: it is the caller's deadline.
+ * acted on the first. A timeout is never retried: it is the caller's deadline, nor is a header
+ * that cannot be sent (a FerryUsageError, thrown before any attempt).
  */
 
 import { retryDelay, sleep } from "./backoff.ts";
 import {
+  checkHeaderName,
+  checkHeaderValue,
   FerryConnectionError,
   FerryError,
   FerryTimeoutError,
@@ -84,7 +87,10 @@ export interface Answer {
 
 /** Sends calls to one broker. */
 export class Http {
-  constructor(readonly settings: HttpSettings) {}
+  /** Throws a FerryUsageError for an `apiKey` no header can carry: a usage error, not a failure. */
+  constructor(readonly settings: HttpSettings) {
+    if (settings.apiKey !== undefined) checkHeaderValue("apiKey", settings.apiKey);
+  }
 
   /** The full URL of a path and query. */
   urlOf(path: string, query?: QueryValues): string {
@@ -195,6 +201,11 @@ export class Http {
     },
   ): Promise<T> {
     o.signal?.throwIfAborted();
+    // A header fetch cannot send would fail as if the broker were unreachable, and be retried.
+    for (const [name, value] of Object.entries(init.headers)) {
+      checkHeaderName(name);
+      checkHeaderValue(`header "${name}"`, value);
+    }
     // X-API-Key, not Authorization: fetch drops Authorization when a 307 goes to another origin
     // (a cluster follower sending a write to its leader), but keeps other headers.
     if (this.settings.apiKey !== undefined) init.headers["x-api-key"] = this.settings.apiKey;

@@ -22,6 +22,7 @@ export {
   FerryError,
   type FerryErrorInit,
   FerryTimeoutError,
+  FerryUsageError,
 } from "./errors.ts";
 export type { RetryInfo } from "./http.ts";
 export {
