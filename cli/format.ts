@@ -1,6 +1,7 @@
 /** Text for people: relative times ("3s ago"), spans, sizes, and messages as blocks. */
 
 import type { MessageJson } from "../protocol/wire.ts";
+import { shown, shownText } from "./escape.ts";
 import type { Paint } from "./output.ts";
 
 const UNITS: [string, number][] = [
@@ -62,20 +63,21 @@ export function count(n: number, noun: string, plural = `${noun}s`): string {
  * its X-MQ-* headers, then the payload as text, or a note on its size when it is binary.
  */
 export function messageBlock(msg: MessageJson, paint: Paint, now = Date.now()): string {
-  const facts = [paint.dim(relative(msg.timestamp, now))];
+  const facts = [paint.dim(shown(relative(msg.timestamp, now)))];
   if (msg.retry_count) facts.push(paint.yellow(`retry ${msg.retry_count}`));
-  if (msg.priority && msg.priority !== "normal") facts.push(msg.priority);
-  if (msg.group) facts.push(`group ${msg.group}`);
-  if (msg.expires_at) facts.push(`expires ${relative(msg.expires_at, now)}`);
+  if (msg.priority && msg.priority !== "normal") facts.push(shown(msg.priority));
+  if (msg.group) facts.push(`group ${shown(msg.group)}`);
+  if (msg.expires_at) facts.push(`expires ${shown(relative(msg.expires_at, now))}`);
   if (msg.redrive_count) facts.push(`redriven ${msg.redrive_count}×`);
-  if (msg.reason) facts.push(`reason: ${msg.reason}`);
-  const lines = [`${paint.cyan(msg.id)}  ${msg.topic}  ${facts.join("  ")}`];
+  if (msg.reason) facts.push(`reason: ${shown(msg.reason)}`);
+  const lines = [`${paint.cyan(shown(msg.id))}  ${shown(msg.topic)}  ${facts.join("  ")}`];
   for (const [name, value] of Object.entries(msg.headers ?? {})) {
-    lines.push(paint.dim(`${name}: ${value}`));
+    lines.push(paint.dim(shown(`${name}: ${value}`)));
   }
   lines.push(
-    msg.payload_text?.replace(/\n$/, "") ??
-      paint.dim(`(${size(base64Length(msg.payload))} of binary; --json shows it)`),
+    msg.payload_text === undefined
+      ? paint.dim(`(${size(base64Length(msg.payload))} of binary; --json shows it)`)
+      : shownText(msg.payload_text.replace(/\n$/, "")),
   );
   return lines.join("\n");
 }

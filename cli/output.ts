@@ -1,9 +1,26 @@
 /**
  * Where `ferry` writes: results to stdout (text for people, or JSON for scripts), notices and
  * failures to stderr. Colour only when stdout is a terminal, never with NO_COLOR or --json.
+ * Neither mode hands a terminal a control character from the broker (README "Command-line tool").
  */
 
+import { shown } from "./escape.ts";
+
 const encoder = new TextEncoder();
+
+/**
+ * DEL and the C1 controls, which JSON.stringify leaves as they are (it escapes only C0); they can
+ * occur only inside JSON strings, where `\u` escapes keep the value.
+ */
+const JSON_RAW_CONTROL = /[\x7f-\x9f]/g;
+
+/** JSON text with DEL and C1 controls escaped too, so it is safe on a terminal. */
+function safeJson(value: unknown, indent?: number): string {
+  return JSON.stringify(value, null, indent).replace(
+    JSON_RAW_CONTROL,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
+}
 
 /** stdout was closed by its reader (`ferry tail | head -3`): the command ends quietly. */
 export class StdoutClosed extends Error {}
@@ -67,17 +84,17 @@ export class Output {
 
   /** Prints the command's one JSON document. */
   async document(value: unknown): Promise<void> {
-    await this.#write(`${JSON.stringify(value, null, 2)}\n`);
+    await this.#write(`${safeJson(value, 2)}\n`);
   }
 
   /** Prints one JSON object on its own line (tail, consume --follow). */
   async line(value: unknown): Promise<void> {
-    await this.#write(`${JSON.stringify(value)}\n`);
+    await this.#write(`${safeJson(value)}\n`);
   }
 
-  /** A notice for the person at the terminal, on stderr, in JSON mode too. */
+  /** A notice for the person at the terminal, on stderr, in JSON mode too; one line. */
   notice(text: string): void {
-    this.notify(`ferry: ${text}`);
+    this.notify(`ferry: ${shown(text)}`);
   }
 
   async #write(text: string): Promise<void> {

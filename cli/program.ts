@@ -15,6 +15,7 @@ import { tail } from "./commands/tail.ts";
 import * as webhooks from "./commands/webhooks.ts";
 import type { Ctx } from "./context.ts";
 import { explain } from "./explain.ts";
+import { shown } from "./escape.ts";
 import { EXIT, oneLine, usage } from "./failure.ts";
 import { Output, StdoutClosed } from "./output.ts";
 import { DEFAULT_URL, type Env, processEnv, resolveSettings } from "./settings.ts";
@@ -79,11 +80,11 @@ export async function run(argv: string[], env: Env = processEnv): Promise<number
     if (e instanceof StdoutClosed) return EXIT.ok;
     if (e instanceof CommanderError) {
       if (e.exitCode === 0) return EXIT.ok; // --help, --version
-      console.error(`ferry: ${usageLine(e)}`);
+      console.error(`ferry: ${shown(usageLine(e))}`);
       return EXIT.usage;
     }
     const failure = explain(e, url);
-    console.error(`ferry: ${failure.message}`);
+    console.error(`ferry: ${shown(failure.message)}`);
     return failure.exitCode;
   } finally {
     if (listening) Deno.removeSignalListener("SIGINT", onInterrupt);

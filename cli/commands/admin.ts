@@ -2,6 +2,7 @@
 
 import type { Ctx } from "../context.ts";
 import { refused } from "../failure.ts";
+import { shown } from "../escape.ts";
 import { age, count, relative, size, span } from "../format.ts";
 import { table } from "../table.ts";
 
@@ -10,14 +11,14 @@ export async function topics(ctx: Ctx): Promise<void> {
   const items = await ctx.ferry.queues();
   if (ctx.out.json) return await ctx.out.document(items);
   const rows = items.map((q) => [
-    q.name,
+    shown(q.name),
     q.depth,
     q.in_flight,
     q.delayed,
     q.dlq_depth,
     q.groups.filter((g) => g !== "").length,
-    q.policy,
-    q.retain ?? "-",
+    shown(q.policy),
+    shown(q.retain ?? "-"),
     age(q.oldest_age_seconds, q.depth + q.in_flight + q.delayed > 0),
   ]);
   await ctx.out.print(table(
@@ -50,21 +51,21 @@ export async function createTopic(
   });
   if (ctx.out.json) return await ctx.out.document(topic);
   const retain = topic.retain ? `, messages kept ${topic.retain}` : "";
-  await ctx.out.print(`Created topic "${topic.name}" (policy ${topic.policy}${retain})`);
+  await ctx.out.print(shown(`Created topic "${topic.name}" (policy ${topic.policy}${retain})`));
 }
 
 /** `ferry topic purge <name>`: removes every message. */
 export async function purge(ctx: Ctx, name: string): Promise<void> {
   const answer = await ctx.ferry.purge(name);
   if (ctx.out.json) return await ctx.out.document(answer);
-  await ctx.out.print(`Purged ${count(answer.purged, "message")} from "${answer.queue}"`);
+  await ctx.out.print(`Purged ${count(answer.purged, "message")} from "${shown(answer.queue)}"`);
 }
 
 /** `ferry topic delete <name>`: the topic and its WAL file. */
 export async function deleteTopic(ctx: Ctx, name: string): Promise<void> {
   const answer = await ctx.ferry.deleteTopic(name);
   if (ctx.out.json) return await ctx.out.document(answer);
-  await ctx.out.print(`Deleted topic "${answer.queue}" and its WAL file`);
+  await ctx.out.print(`Deleted topic "${shown(answer.queue)}" and its WAL file`);
 }
 
 /** `ferry groups <topic>`: the named consumer groups. */
@@ -73,7 +74,7 @@ export async function groups(ctx: Ctx, topic: string): Promise<void> {
   if (ctx.out.json) return await ctx.out.document(items);
   const now = Date.now();
   const rows = items.map((g) => [
-    g.group || ctx.out.paint.dim("(default)"),
+    g.group ? shown(g.group) : ctx.out.paint.dim("(default)"),
     relative(g.created_at, now),
   ]);
   await ctx.out.print(table([{ head: "GROUP" }, { head: "CREATED" }], rows, ctx.out.paint));
@@ -84,7 +85,9 @@ export async function redrive(ctx: Ctx, topic: string): Promise<void> {
   const answer = await ctx.ferry.redrive(topic);
   if (ctx.out.json) return await ctx.out.document(answer);
   await ctx.out.print(
-    `Moved ${count(answer.moved, "message")} from "${answer.source}" back to "${answer.queue}"`,
+    shown(
+      `Moved ${count(answer.moved, "message")} from "${answer.source}" back to "${answer.queue}"`,
+    ),
   );
 }
 
@@ -105,7 +108,7 @@ export async function stats(ctx: Ctx): Promise<void> {
     );
   }
   const rows = Object.entries(s.topics).map(([name, f]) => [
-    name,
+    shown(name),
     f.depth,
     f.in_flight,
     f.delayed,
@@ -139,10 +142,10 @@ export async function health(ctx: Ctx): Promise<void> {
   if (ctx.out.json) await ctx.out.document(h);
   else {
     const p = ctx.out.paint;
-    const facts = [h.status === "ok" ? p.green("ok") : p.red(h.status)];
-    if (h.version) facts.push(`version ${h.version}`);
+    const facts = [h.status === "ok" ? p.green("ok") : p.red(shown(h.status))];
+    if (h.version) facts.push(`version ${shown(h.version)}`);
     if (h.uptime_seconds !== undefined) facts.push(`up ${span(h.uptime_seconds * 1000)}`);
-    if (h.cluster_role) facts.push(`${h.cluster_role}, term ${h.cluster_term}`);
+    if (h.cluster_role) facts.push(shown(`${h.cluster_role}, term ${h.cluster_term}`));
     await ctx.out.print(`${facts.join("  ")}  ${p.dim(ctx.settings.url)}`);
   }
   if (h.status !== "ok") {

@@ -9,6 +9,7 @@ import { pause, reconnectDelay } from "../backoff.ts";
 import type { Ctx } from "../context.ts";
 import { explain, lostBecause } from "../explain.ts";
 import { refused } from "../failure.ts";
+import { shown } from "../escape.ts";
 import { count, messageBlock, span } from "../format.ts";
 
 /** The broker's longest long-poll; a longer --wait polls again until it has passed. */
@@ -164,10 +165,10 @@ export async function requeue(
   const p = ctx.out.paint;
   await ctx.out.print(
     answer.status === "dead_lettered"
-      ? `${p.yellow("Dead-lettered")} ${p.cyan(id)} to "${answer.queue}" after ${
+      ? `${p.yellow("Dead-lettered")} ${p.cyan(id)} to "${shown(answer.queue)}" after ${
         count(answer.retry_count, "retry", "retries")
       }`
-      : `Requeued ${p.cyan(id)} in "${answer.queue}" (retry ${answer.retry_count})`,
+      : `Requeued ${p.cyan(id)} in "${shown(answer.queue)}" (retry ${answer.retry_count})`,
   );
 }
 

@@ -10,6 +10,7 @@ import type { BroadcastAnswer, PublishAnswer } from "../../protocol/wire.ts";
 import type { Ctx } from "../context.ts";
 import { explain } from "../explain.ts";
 import { CliFailure, usage } from "../failure.ts";
+import { shown } from "../escape.ts";
 import { count, relative } from "../format.ts";
 import { table } from "../table.ts";
 import { publishBatchFile } from "./publish_batch.ts";
@@ -78,7 +79,7 @@ function describe(ctx: Ctx, topic: string, a: Answer): string {
   if (a.visible_at) extra.push(`visible ${relative(a.visible_at)}`);
   if (a.expires_at) extra.push(`expires ${relative(a.expires_at)}`);
   const tail = extra.length ? `  (${extra.join(", ")})` : "";
-  return `Published ${p.cyan(a.id)} to "${a.topic}"${tail}`;
+  return `Published ${p.cyan(shown(a.id))} to "${shown(a.topic)}"${tail}`;
 }
 
 /** Stdin's bytes: `-` as the data means "read it all". */
@@ -143,7 +144,7 @@ async function publishFiles(
     const p = ctx.out.paint;
     const rows = done.map(({ file, answer }) => [
       file,
-      "id" in answer ? p.cyan(answer.id) : `broadcast to ${answer.delivered_to}`,
+      "id" in answer ? p.cyan(shown(answer.id)) : `broadcast to ${answer.delivered_to}`,
       "deduplicated" in answer && answer.deduplicated ? "deduplicated" : "",
     ]);
     await ctx.out.print(table([{ head: "FILE" }, { head: "ID" }, { head: "" }], rows, p));

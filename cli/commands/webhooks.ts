@@ -1,6 +1,7 @@
 /** `webhook add <topic> <url> [--secret]`, `webhook list <topic>`, `webhook delete <id>`. */
 
 import type { Ctx } from "../context.ts";
+import { shown } from "../escape.ts";
 import { relative } from "../format.ts";
 import { table } from "../table.ts";
 
@@ -15,7 +16,9 @@ export async function addWebhook(
   if (ctx.out.json) return await ctx.out.document(w);
   const signed = w.signed ? "signed with the secret" : "unsigned: pass --secret to sign";
   await ctx.out.print(
-    `Registered webhook ${ctx.out.paint.cyan(w.id)}: "${w.topic}" → ${w.url} (${signed})`,
+    `Registered webhook ${ctx.out.paint.cyan(shown(w.id))}: "${shown(w.topic)}" → ${
+      shown(w.url)
+    } (${signed})`,
   );
 }
 
@@ -26,15 +29,17 @@ export async function listWebhooks(ctx: Ctx, topic: string): Promise<void> {
   const p = ctx.out.paint;
   const now = Date.now();
   const rows = items.map((w) => [
-    p.cyan(w.id),
-    w.url,
-    w.state === "active" ? w.state : p.yellow(w.state),
+    p.cyan(shown(w.id)),
+    shown(w.url),
+    w.state === "active" ? w.state : p.yellow(shown(w.state)),
     w.pending,
     w.signed ? "yes" : "no",
     w.last_attempt
-      ? `${w.last_attempt.status ?? w.last_attempt.outcome} ${relative(w.last_attempt.at, now)}`
+      ? shown(
+        `${w.last_attempt.status ?? w.last_attempt.outcome} ${relative(w.last_attempt.at, now)}`,
+      )
       : "-",
-    relative(w.created_at, now),
+    shown(relative(w.created_at, now)),
   ]);
   await ctx.out.print(table(
     [
