@@ -31,9 +31,14 @@ export interface TopicFigures extends GroupFigures {
   heldBytes: number;
   /** Messages in `{topic}.dlq`. */
   dlqDepth: number;
-  /** Named groups (not the default one, nor webhooks'). */
+  /**
+   * A topic's groups, as /api/groups, /api/queues, /api/stats and `ferry` count them: its named
+   * groups, not the default one (every topic has it), nor a webhook's own (its webhook lists it).
+   */
   groupNames: string[];
-  /** Every group, the default one ("") first. */
+  /** The default group ("") first, then the named groups: the groups /api/stats shows. */
+  listedGroups: GroupFigures[];
+  /** Every group, the default one ("") first, webhooks' included (for /metrics). */
   groups: GroupFigures[];
   counters: TopicCounters;
 }
@@ -73,6 +78,7 @@ export class Stats {
   /** One topic's figures at `now`. */
   topicFigures(t: Topic, now: number): TopicFigures {
     const groups = [...t.groups.values()].map((g) => groupFigures(t, g, now));
+    const listedGroups = groups.filter((g) => !isWebhookGroup(g.name));
     return {
       ...groups[0]!,
       name: t.name,
@@ -80,9 +86,8 @@ export class Stats {
       held: t.messages.size,
       heldBytes: t.heldBytes,
       dlqDepth: this.findTopic(t.name + DLQ_SUFFIX)?.messages.size ?? 0,
-      groupNames: groups.map((g) => g.name).filter((n) =>
-        n !== DEFAULT_GROUP && !isWebhookGroup(n)
-      ),
+      groupNames: listedGroups.map((g) => g.name).filter((n) => n !== DEFAULT_GROUP),
+      listedGroups,
       groups,
       counters: t.counters,
     };

@@ -241,7 +241,7 @@ export function statsJson(broker: Broker, now: number): StatsJson {
       {
         ...groupStatsJson(f),
         held_bytes: f.heldBytes,
-        groups: Object.fromEntries(f.groups.map((g) => [g.name, groupStatsJson(g)])),
+        groups: Object.fromEntries(f.listedGroups.map((g) => [g.name, groupStatsJson(g)])),
       },
     ]),
   );

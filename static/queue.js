@@ -228,7 +228,7 @@ export function queueView(params, app) {
         h("td", { class: "num" }),
       ), (tr, [g, f]) => {
       const c = /** @type {HTMLElement[]} */ ([...tr.children]);
-      setText(c[0], g === "" ? "(default)" : g.startsWith("webhook:") ? `${g} (webhook)` : g);
+      setText(c[0], g === "" ? "(default)" : g);
       setText(c[1], num(f.depth));
       setText(c[2], num(f.in_flight));
       setText(c[3], num(f.delayed));

@@ -16,7 +16,7 @@ export async function topics(ctx: Ctx): Promise<void> {
     q.in_flight,
     q.delayed,
     q.dlq_depth,
-    q.groups.filter((g) => g !== "").length,
+    q.groups.length,
     shown(q.policy),
     shown(q.retain ?? "-"),
     age(q.oldest_age_seconds, q.depth + q.in_flight + q.delayed > 0),
@@ -112,7 +112,7 @@ export async function stats(ctx: Ctx): Promise<void> {
     f.depth,
     f.in_flight,
     f.delayed,
-    Object.keys(f.groups ?? {}).length,
+    Object.keys(f.groups ?? {}).filter((g) => g !== "").length, // named groups, as `topics`
     size(f.held_bytes ?? 0),
     age(f.oldest_age_seconds, f.depth + f.in_flight + f.delayed > 0),
   ]);
