@@ -11,7 +11,7 @@ import type { Ctx } from "../context.ts";
 import { explain } from "../explain.ts";
 import { CliFailure, usage } from "../failure.ts";
 import { shown } from "../escape.ts";
-import { count, relative } from "../format.ts";
+import { count, relative, span } from "../format.ts";
 import { table } from "../table.ts";
 import { publishBatchFile } from "./publish_batch.ts";
 
@@ -76,10 +76,19 @@ function describe(ctx: Ctx, topic: string, a: Answer): string {
   const extra: string[] = [];
   if (a.deduplicated) extra.push(p.yellow("deduplicated: the key was seen, nothing stored"));
   if (a.priority !== "normal") extra.push(`priority ${a.priority}`);
-  if (a.visible_at) extra.push(`visible ${relative(a.visible_at)}`);
-  if (a.expires_at) extra.push(`expires ${relative(a.expires_at)}`);
+  if (a.visible_at) extra.push(`visible ${sincePublish(a.timestamp, a.visible_at)}`);
+  if (a.expires_at) extra.push(`expires ${sincePublish(a.timestamp, a.expires_at)}`);
   const tail = extra.length ? `  (${extra.join(", ")})` : "";
   return `Published ${p.cyan(shown(a.id))} to "${shown(a.topic)}"${tail}`;
+}
+
+/**
+ * When `at` comes, counted from the publish's own `timestamp`: `in 2s` for `--delay 2s`. Both
+ * times are the broker's, so neither the answer's trip nor a skewed local clock shows.
+ */
+function sincePublish(timestamp: string, at: string): string {
+  const ms = Date.parse(at) - Date.parse(timestamp);
+  return Number.isNaN(ms) ? shown(relative(at)) : `in ${span(ms)}`;
 }
 
 /** Stdin's bytes: `-` as the data means "read it all". */

@@ -256,3 +256,14 @@ Deno.test("ferry consume --follow prints one JSON line per message and acks unti
     const left = await ferry(["consume", "feed"], { url });
     assertEquals(left.code, 1, "every message was acked");
   }));
+
+Deno.test("ferry publish --delay and --ttl print the delay and lifetime asked for", () =>
+  withBroker(async (url) => {
+    const out = await ok(url, ["publish", "orders", "later", "--delay", "2s", "--ttl", "1h"]);
+    assertMatch(
+      out,
+      new RegExp(`^Published ${ID} to "orders"  \\(visible in 2s, expires in 1h\\)\\n$`),
+    );
+    const long = await ok(url, ["publish", "orders", "later", "--delay", "90s"]);
+    assertMatch(long, /\(visible in 1m 30s\)\n$/);
+  }));
