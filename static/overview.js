@@ -310,7 +310,11 @@ export function overview(_params, app) {
     setText(facts.status, health.status);
     facts.status.className = health.status === "ok" ? "good" : "bad";
     setText(facts.version, health.version ?? "–");
-    setText(facts.role, `${cluster.role}, term ${cluster.term}`);
+    // A standalone node leads only itself: a role and term would suggest a cluster.
+    setText(
+      facts.role,
+      cluster.mode === "cluster" ? `${cluster.role}, term ${cluster.term}` : "standalone",
+    );
     setText(facts.mode, cluster.mode);
     setText(facts.node, cluster.node_id);
   }, 5000);
