@@ -9,7 +9,7 @@
  *   every message stored since that the topic still holds, even after a restart.
  * - **Restarts** are waited out: a broker that stops (drain, SIGTERM) ends the stream with
  *   `event: shutdown`, heard through `onShutdown(reason)`; the end that follows is no failure,
- *   and neither are the failed connects while it is away (for up to QUIET_ATTEMPTS attempts,
+ *   and neither are the failed connects while it is away (RESTART_QUIET_ATTEMPTS of them,
  *   about 30 s: a longer absence is reported to `onError` again).
  * - **Resets** are surfaced through `onReset(reason)`: the broker sends `event: reset` when
  *   messages stored after the resume point have left the topic (acked, expired, dropped) or the
@@ -19,7 +19,7 @@
  * - A refusal waiting cannot mend (401, 403, a bad name) ends the iteration with its FerryError.
  */
 
-import { reconnectDelay, sleep } from "./backoff.ts";
+import { reconnectDelay, RESTART_QUIET_ATTEMPTS, sleep } from "./backoff.ts";
 import { FerryError, isBusy, isTransient, problemError } from "./errors.ts";
 import type { Http } from "./http.ts";
 import { type Filter, filterQuery, type Message } from "./options.ts";
@@ -44,8 +44,6 @@ export interface StreamOptions {
 
 /** Three missed pings of the broker's 15 s. */
 const DEFAULT_IDLE_MS = 45_000;
-/** Failed connects after `event: shutdown` not reported: 1 + 2 + 4 + 8 + 16 s of waiting. */
-const QUIET_ATTEMPTS = 5;
 
 /** Thrown into a connection nothing has come through for too long. */
 class Idle extends Error {}
@@ -119,7 +117,7 @@ export class EventStream implements AsyncIterable<Message> {
         if (outer?.aborted) return;
         if (e instanceof FerryError && !isTransient(e)) throw e;
         const why = ac.signal.reason instanceof Idle ? ac.signal.reason : e;
-        if (!restarting || failures >= QUIET_ATTEMPTS) this.opts.onError?.(why);
+        if (!restarting || failures >= RESTART_QUIET_ATTEMPTS) this.opts.onError?.(why);
       } finally {
         clearTimeout(idle);
         outer?.removeEventListener("abort", onAbort);
