@@ -247,6 +247,41 @@ Deno.test("Subscribers: afterSeq replays from the ring, else from what the topic
   await t.close();
 });
 
+Deno.test({
+  name:
+    "Subscribers: a resume after a restart sends what the topic holds (payloads read from disk) once, and a write only once durable",
+  sanitizeOps: false,
+  sanitizeResources: false,
+}, async () => {
+  const dataDir = await Deno.makeTempDir({ prefix: "ferry-subs-" });
+  const first = await open({ dataDir, diskPayloadMinBytes: 1 });
+  const live = collector();
+  first.broker.feed.subscribe("jobs", live.fn);
+  for (const p of ["a", "b", "c"]) await first.broker.publish("jobs", bytes(p.repeat(100)));
+  await live.heard(3);
+  const seqs = live.events.map((e) => (e as { seq: number }).seq);
+  await first.broker.close();
+
+  const disk = heldDisk(dataDir);
+  const t = await open({ dataDir, diskPayloadMinBytes: 1 }, disk.openWal);
+  assert(t.broker.findTopic("jobs")!.messages.values().next().value!.onDisk, "payloads on disk");
+  const stored = t.broker.publish("jobs", bytes("d")); // applied, not yet durable
+  const resumed = collector();
+  t.broker.feed.subscribe("jobs", resumed.fn, { afterSeq: seqs[0] });
+  await resumed.heard(2);
+  await settle();
+  assertEquals(resumed.events.map(text), ["b".repeat(100), "c".repeat(100)]);
+  assertEquals(resumed.events.map((e) => (e as { seq: number }).seq), seqs.slice(1));
+  disk.release();
+  await stored;
+  await resumed.heard(3);
+  await settle();
+  assertEquals(resumed.events.map(text).slice(2), ["d"], "once, when durable");
+  assert((resumed.events[2] as { seq: number }).seq > seqs[2]!);
+  await t.close();
+  await Deno.remove(dataDir, { recursive: true });
+});
+
 Deno.test("Subscribers: one that throws or falls behind is dropped and told; others go on", async () => {
   const t = await open();
   const good = collector();
