@@ -85,7 +85,7 @@ const PREFETCH_MESSAGES = 64;
 
 /** One topic's recent messages, for resume. */
 class Ring {
-  readonly entries = new Deque<FeedMessage>();
+  entries = new Deque<FeedMessage>();
   bytes = 0;
   /** Every message with a sequence number above this is in the ring (or still to come). */
   constructor(public from: number) {}
@@ -98,6 +98,25 @@ class Ring {
       this.bytes -= inMemory(old);
       this.from = Math.max(this.from, old.seq);
     }
+  }
+
+  /**
+   * Puts `older`, every message stored in (`from`, this.from] (none of them has left the topic),
+   * before what the ring holds, as far as it has room: later resumes from there need no walk.
+   */
+  backfill(older: FeedMessage[], from: number, size: number): void {
+    const room = size - this.entries.length;
+    if (room <= 0 || !older.length) return;
+    const kept = older.length > room ? older.slice(-room) : older;
+    let bytes = 0;
+    for (const e of kept) bytes += inMemory(e);
+    if (this.bytes + bytes > STREAM_BUFFER_MAX_BYTES) return;
+    const entries = new Deque<FeedMessage>();
+    for (const e of kept) entries.push(e);
+    for (let i = 0; i < this.entries.length; i++) entries.push(this.entries.at(i)!);
+    this.entries = entries;
+    this.bytes += bytes;
+    this.from = kept === older ? from : older[older.length - room - 1]!.seq;
   }
 
   /** The messages after `seq`, or undefined when some of them are no longer here. */
@@ -213,7 +232,19 @@ export class Subscribers {
     }
     if (!sorted) held.sort((a, b) => a.seq - b.seq);
     if (!gap && !held.length) return;
-    sub.backlog = replay(topic, gap, held, held.map((m) => m.seq));
+    const events: (FeedMessage | undefined)[] = new Array(held.length);
+    if (!gap) {
+      // Nothing after `after` has left: the ring can hold (after, ring.from] from now on, so the
+      // readers that come back with the same id after a restart do not each walk the topic.
+      let n = held.length;
+      while (n > 0 && held[n - 1]!.seq > ring.from) n--;
+      const older: FeedMessage[] = [];
+      for (let i = Math.max(0, n - this.bufferSize); i < n; i++) {
+        older.push(events[i] = feedMessage(topic, held[i]!, held[i]!.seq));
+      }
+      if (n > 0) ring.backfill(older, after, this.bufferSize);
+    }
+    sub.backlog = replay(topic, gap, held, held.map((m) => m.seq), events);
     sub.busy = true;
     if (this.#ready.push(sub) === 1) queueMicrotask(() => this.#serveReady());
   }
@@ -391,19 +422,24 @@ function* replay(
   gap: FeedEvent | undefined,
   held: StoredMessage[],
   seqs: number[],
+  built: (FeedMessage | undefined)[],
 ): Generator<FeedEvent> {
   if (gap) yield gap;
   for (let i = 0; i < held.length; i++) {
     if (i % PREFETCH_MESSAGES === 0) prefetchPayloads(held.slice(i, i + PREFETCH_MESSAGES));
-    const msg = held[i]!;
-    yield {
-      kind: "message",
-      topic,
-      seq: seqs[i]!,
-      msg,
-      retryCount: msg.first?.retryCount ?? 0,
-      reason: msg.reason,
-      origin: msg.origin,
-    };
+    yield built[i] ?? feedMessage(topic, held[i]!, seqs[i]!);
   }
+}
+
+/** A held message as the feed tells it, as it is now. */
+function feedMessage(topic: string, msg: StoredMessage, seq: number): FeedMessage {
+  return {
+    kind: "message",
+    topic,
+    seq,
+    msg,
+    retryCount: msg.first?.retryCount ?? 0,
+    reason: msg.reason,
+    origin: msg.origin,
+  };
 }
