@@ -7,6 +7,11 @@
 export const RECONNECT_FIRST_MS = 1_000;
 /** Longest wait between reconnects. */
 export const RECONNECT_MAX_MS = 32_000;
+/**
+ * Failed reconnects not reported while a broker that said it is stopping restarts (1 + 2 + 4 +
+ * 8 + 16 s of waiting); a longer absence is reported again.
+ */
+export const RESTART_QUIET_ATTEMPTS = 5;
 
 /** The wait before reconnect number `attempt` (0-based): 1 s, 2 s, 4 s, … 32 s, then 32 s. */
 export function reconnectDelay(attempt: number): number {

@@ -3,19 +3,23 @@
  * messages, read through a streamed `fetch` (so it runs where there is no EventSource, as in
  * Node, and can send the API key as a header).
  *
- * - **Reconnects** whenever the stream ends or breaks (drain, a restart, a network cut, or
- *   nothing heard for `idleTimeoutMs` although the broker pings every 15 s), waiting 1 s doubling
- *   to 32 s, and **resumes** with `Last-Event-ID` set to the last id seen, so the broker first
- *   sends what was missed while it still holds it.
- * - **Resets** are surfaced through `onReset(reason)`: the broker sends `event: reset` when it
- *   no longer holds what a resumed reader missed (after a restart, or when the reader fell too
- *   far behind). Messages go on arriving after it; the reset itself is not yielded.
+ * - **Reconnects** whenever the stream ends or breaks (a restart, a network cut, or nothing
+ *   heard for `idleTimeoutMs` although the broker pings every 15 s), waiting 1 s doubling to
+ *   32 s, and **resumes** with `Last-Event-ID` set to the last id seen, so the broker first sends
+ *   every message stored since that the topic still holds, even after a restart.
+ * - **Restarts** are waited out: a broker that stops (drain, SIGTERM) ends the stream with
+ *   `event: shutdown`, heard through `onShutdown(reason)`; the end that follows is no failure,
+ *   and neither are the failed connects while it is away (RESTART_QUIET_ATTEMPTS of them,
+ *   about 30 s: a longer absence is reported to `onError` again).
+ * - **Resets** are surfaced through `onReset(reason)`: the broker sends `event: reset` when
+ *   messages stored after the resume point have left the topic (acked, expired, dropped) or the
+ *   reader fell too far behind. Messages go on arriving after it; the reset is not yielded.
  * - `lastEventId` on the returned object is the id of the last message yielded: keep it to
  *   resume in a later process with `stream(topic, { lastEventId })`.
  * - A refusal waiting cannot mend (401, 403, a bad name) ends the iteration with its FerryError.
  */
 
-import { reconnectDelay, sleep } from "./backoff.ts";
+import { reconnectDelay, RESTART_QUIET_ATTEMPTS, sleep } from "./backoff.ts";
 import { FerryError, isBusy, isTransient, problemError } from "./errors.ts";
 import type { Http } from "./http.ts";
 import { type Filter, filterQuery, type Message } from "./options.ts";
@@ -30,6 +34,8 @@ export interface StreamOptions {
   signal?: AbortSignal;
   /** Hears `event: reset`: messages were missed (default: a console warning). */
   onReset?: (reason: string) => void;
+  /** Hears `event: shutdown`: the broker is stopping; the stream resumes once it is back. */
+  onShutdown?: (reason: string) => void;
   /** Hears each failure before a reconnect (default: nothing). */
   onError?: (err: unknown) => void;
   /** Silence after which the connection counts as dead and is replaced (default 45 s). */
@@ -61,6 +67,8 @@ export class EventStream implements AsyncIterable<Message> {
     const outer = this.opts.signal;
     const path = `/stream/${encodeURIComponent(this.topic)}`;
     let failures = 0;
+    /** The broker said it is stopping: its absence is expected, not a failure to report. */
+    let restarting = false;
     while (!outer?.aborted) {
       const ac = new AbortController();
       const onAbort = () => ac.abort(outer!.reason);
@@ -84,6 +92,7 @@ export class EventStream implements AsyncIterable<Message> {
           throw err;
         }
         failures = 0;
+        restarting = false;
         const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
         const parser = new SseParser(this.lastEventId);
         for (watch();; watch()) {
@@ -91,7 +100,10 @@ export class EventStream implements AsyncIterable<Message> {
           if (done) break;
           for (const ev of parser.feed(value)) {
             if (ev.type === "reset") this.#reset(ev.data);
-            else if (ev.type === "message") {
+            else if (ev.type === "shutdown") {
+              restarting = true;
+              this.opts.onShutdown?.(reasonOf(ev.data));
+            } else if (ev.type === "message") {
               const msg = this.#parse(ev.data);
               if (!msg) continue;
               if (ev.lastEventId) this.lastEventId = ev.lastEventId;
@@ -100,12 +112,12 @@ export class EventStream implements AsyncIterable<Message> {
             }
           }
         }
-        throw new Error("The broker ended the event stream");
+        if (!restarting) throw new Error("The broker ended the event stream");
       } catch (e) {
         if (outer?.aborted) return;
         if (e instanceof FerryError && !isTransient(e)) throw e;
         const why = ac.signal.reason instanceof Idle ? ac.signal.reason : e;
-        this.opts.onError?.(why);
+        if (!restarting || failures >= RESTART_QUIET_ATTEMPTS) this.opts.onError?.(why);
       } finally {
         clearTimeout(idle);
         outer?.removeEventListener("abort", onAbort);
@@ -116,10 +128,7 @@ export class EventStream implements AsyncIterable<Message> {
   }
 
   #reset(data: string): void {
-    let reason = data;
-    try {
-      reason = String(JSON.parse(data).reason ?? data);
-    } catch { /* plain text */ }
+    const reason = reasonOf(data);
     if (this.opts.onReset) this.opts.onReset(reason);
     else console.warn(`ferry: stream("${this.topic}") reset: ${reason}`);
   }
@@ -131,6 +140,15 @@ export class EventStream implements AsyncIterable<Message> {
       this.opts.onError?.(e);
       return undefined;
     }
+  }
+}
+
+/** The `reason` of an event's JSON data, or the data itself. */
+function reasonOf(data: string): string {
+  try {
+    return String(JSON.parse(data).reason ?? data);
+  } catch {
+    return data; // plain text
   }
 }
 

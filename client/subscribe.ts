@@ -10,13 +10,16 @@
  *   the socket that delivered it (it closed meanwhile) goes over HTTP.
  * - **Reconnects** after any close it did not ask for, waiting 1 s, 2 s, 4 s … 32 s (reset once a
  *   subscription is confirmed), and subscribes everything again. Deliveries held by the old
- *   socket come back when their leases end; a spy misses what was stored while disconnected.
+ *   socket come back when their leases end; a spy misses what was stored while disconnected
+ *   (WebSocket has no resume: read with `stream()` to resume). A close with 1001 (going away:
+ *   the broker drains or restarts) is waited out quietly: neither it nor the failed connects
+ *   until the socket subscribes again (RESTART_QUIET_ATTEMPTS of them) reach `onError`.
  * - The API key goes in `?api_key=`, since browsers cannot set headers on a WebSocket. Pings are
  *   answered by the platform's WebSocket.
  */
 
 import type { RequeueAnswer, WsClientFrame, WsServerFrame } from "../protocol/wire.ts";
-import { reconnectDelay } from "./backoff.ts";
+import { reconnectDelay, RESTART_QUIET_ATTEMPTS } from "./backoff.ts";
 import { FerryConnectionError, FerryError } from "./errors.ts";
 import type { GroupOptions, Message, RequeueOptions } from "./options.ts";
 
@@ -68,6 +71,8 @@ export class Subscription {
   #failures = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
+  /** The broker went away (close 1001): its absence is expected until a subscription is confirmed. */
+  #restarting = false;
   #onError: SubscribeOptions["onError"];
 
   /** Use `ferry.subscribe()`; the socket opens at once. */
@@ -153,12 +158,17 @@ export class Subscription {
       if (this.#ws !== ws) return;
       this.#ws = undefined;
       if (this.#closed) return;
-      this.#report(
-        new FerryConnectionError({
-          detail: `The WebSocket closed (${e.code}${e.reason ? ` ${e.reason}` : ""}); reconnecting`,
-          action: "GET /ws",
-        }),
-      );
+      if (e.code === 1001) this.#restarting = true;
+      if (!this.#restarting || this.#failures >= RESTART_QUIET_ATTEMPTS) {
+        this.#report(
+          new FerryConnectionError({
+            detail: `The WebSocket closed (${e.code}${
+              e.reason ? ` ${e.reason}` : ""
+            }); reconnecting`,
+            action: "GET /ws",
+          }),
+        );
+      }
       this.#retry();
     });
   }
@@ -178,6 +188,7 @@ export class Subscription {
     switch (frame.type) {
       case "subscribed":
         this.#failures = 0;
+        this.#restarting = false;
         this.#pending.delete(frame.topic);
         return this.#settleWaiters();
       case "unsubscribed":

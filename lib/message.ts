@@ -55,8 +55,11 @@ interface Rare {
  */
 export class StoredMessage {
   readonly id: string;
-  /** WAL sequence number of the record that created it. */
-  readonly seq: number;
+  /**
+   * Sequence number of the last PUBLISH record that stored it in its topic: the one that created
+   * it, or a later move that joined it (a second dead-letter, a redrive); its stream event id.
+   */
+  seq: number;
   /** Publish time, ms since the epoch. */
   readonly timestamp: number;
   readonly priority: number;

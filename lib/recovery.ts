@@ -116,6 +116,8 @@ export async function recover(
       await Deno.remove(path);
     }
     topic.wal = o.openWal(name, result.validBytes, replayed);
+    topic.durableSeq = topic.seq; // everything replayed is on disk
+
     messages += topic.messages.size;
     topics.push(topic);
   }

@@ -84,7 +84,7 @@ export class Registry {
     const topic = new Topic(name, settings, wal, this.memory, this.diskPayloadMin);
     topic.wake = this.wake;
     this.#topics.set(name, topic);
-    topic.commit({ type: RecordType.Meta, seq: topic.nextSeq(), ...settings }, now)
+    topic.commit({ type: RecordType.Meta, seq: topic.nextSeq(), ...settings, goneSeq: 0 }, now)
       .catch(() => {}); // a failed write marks the WAL failed; later writes report it
     return topic;
   }
@@ -94,7 +94,7 @@ export class Registry {
    * whatever BROKER_MAX_TOPICS says: the leader checked it. Resolves once the META is durable.
    */
   adopt(name: string, meta: MetaRecord): { topic: Topic; durable: Promise<void> } {
-    const { type: _t, seq: _s, ...settings } = meta;
+    const { type: _t, seq: _s, goneSeq: _g, ...settings } = meta;
     const wal = this.openWal(name, { size: 0, after: this.#deleting.get(name) });
     const topic = new Topic(name, settings, wal, this.memory, this.diskPayloadMin);
     topic.wake = this.wake;

@@ -6,11 +6,15 @@
  * which are never stored. Nothing is heard before it is durable, so no one holds an event that
  * a crash erases.
  *
- * A topic that anyone has streamed keeps its last BROKER_STREAM_BUFFER messages (and at most
- * STREAM_BUFFER_MAX_BYTES of payload in memory) in a ring, so a reader that reconnects with the
- * last sequence number it saw (`afterSeq`) gets what it missed, or a `gap` event when the ring no
- * longer holds it. Each subscriber has its own bounded queue: one that throws or falls further
- * behind than the buffer is dropped and told, and never holds up the WAL or anyone else.
+ * A reader that reconnects with the last sequence number it saw (`afterSeq`) gets what it
+ * missed, in order and once, then the live events. A topic that anyone has streamed keeps its
+ * last BROKER_STREAM_BUFFER messages (and at most STREAM_BUFFER_MAX_BYTES of payload in memory)
+ * in a ring, which serves a recent resume point; an older one (or any, after a restart) is
+ * served from what the topic holds: every held message stored after it, up to the last one the
+ * feed has heard (`Topic.durableSeq`; later ones come live). A `gap` event comes first when a
+ * message stored after it has left the topic (lib/departures.ts), with how many when known.
+ * Each subscriber has its own bounded queue: one that throws or falls further behind than the
+ * buffer is dropped and told, and never holds up the WAL or anyone else.
  */
 
 import { Deque } from "./deque.ts";
@@ -18,6 +22,7 @@ import { BrokerError } from "./errors.ts";
 import type { Logger } from "./log.ts";
 import { StoredMessage } from "./message.ts";
 import { checkName } from "./names.ts";
+import { prefetchPayloads } from "./payload_file.ts";
 import type { Topic } from "./topic.ts";
 import { RecordType, type WalRecord } from "./wal_record.ts";
 
@@ -42,8 +47,11 @@ export type FeedEvent =
   | FeedMessage
   /** A broadcast: never stored, so it has no sequence number. */
   | { kind: "broadcast"; topic: string; msg: StoredMessage }
-  /** The messages after `afterSeq` are no longer all held: the reader missed some. */
-  | { kind: "gap"; topic: string; afterSeq: number }
+  /**
+   * The messages after `afterSeq` are no longer all held: the reader missed some, `missed` of
+   * them when that number is known.
+   */
+  | { kind: "gap"; topic: string; afterSeq: number; missed?: number }
   /** The last event: the subscriber was removed (it threw, or fell too far behind). */
   | { kind: "dropped"; reason: string }
   /** The last event: the broker is draining or closing; nothing more will come. */
@@ -53,7 +61,7 @@ export type FeedEvent =
 export type Listener = (event: FeedEvent) => void | Promise<void>;
 
 export interface SubscribeOptions {
-  /** Replays first, from the topic's ring, the messages after this sequence number. */
+  /** Replays first the messages after this sequence number: from the ring, or what is held. */
   afterSeq?: number;
   /** Events that may wait for the listener; past it, it is dropped (default: the buffer size). */
   maxQueue?: number;
@@ -66,13 +74,18 @@ interface Subscription {
   readonly fn: Listener;
   readonly max: number;
   readonly queue: Deque<FeedEvent>;
+  /** Events of a resume served before the queue, one at a time as the listener takes them. */
+  backlog: Iterator<FeedEvent> | undefined;
   busy: boolean;
   closed: boolean;
 }
 
+/** Held messages a resume reads the payloads of with one read, where they lie close together. */
+const PREFETCH_MESSAGES = 64;
+
 /** One topic's recent messages, for resume. */
 class Ring {
-  readonly entries = new Deque<FeedMessage>();
+  entries = new Deque<FeedMessage>();
   bytes = 0;
   /** Every message with a sequence number above this is in the ring (or still to come). */
   constructor(public from: number) {}
@@ -85,6 +98,25 @@ class Ring {
       this.bytes -= inMemory(old);
       this.from = Math.max(this.from, old.seq);
     }
+  }
+
+  /**
+   * Puts `older`, every message stored in (`from`, this.from] (none of them has left the topic),
+   * before what the ring holds, as far as it has room: later resumes from there need no walk.
+   */
+  backfill(older: FeedMessage[], from: number, size: number): void {
+    const room = size - this.entries.length;
+    if (room <= 0 || !older.length) return;
+    const kept = older.length > room ? older.slice(-room) : older;
+    let bytes = 0;
+    for (const e of kept) bytes += inMemory(e);
+    if (this.bytes + bytes > STREAM_BUFFER_MAX_BYTES) return;
+    const entries = new Deque<FeedMessage>();
+    for (const e of kept) entries.push(e);
+    for (let i = 0; i < this.entries.length; i++) entries.push(this.entries.at(i)!);
+    this.entries = entries;
+    this.bytes += bytes;
+    this.from = kept === older ? from : older[older.length - room - 1]!.seq;
   }
 
   /** The messages after `seq`, or undefined when some of them are no longer here. */
@@ -152,6 +184,7 @@ export class Subscribers {
       fn,
       max: Math.max(opts.maxQueue ?? this.bufferSize, 1),
       queue: new Deque(),
+      backlog: undefined,
       busy: false,
       closed: false,
     };
@@ -161,15 +194,59 @@ export class Subscribers {
       if (set) set.add(sub);
       else this.#exact.set(pattern, new Set([sub]));
       const ring = this.#ring(pattern, this.findTopic(pattern)?.seq ?? 0);
-      if (opts.afterSeq !== undefined) {
-        const missed = opts.afterSeq > (this.findTopic(pattern)?.seq ?? 0)
-          ? undefined // a number this topic never reached: not ours to resume from
-          : ring.after(opts.afterSeq);
-        if (missed) { for (const e of missed) this.#push(sub, e); }
-        else this.#push(sub, { kind: "gap", topic: pattern, afterSeq: opts.afterSeq });
-      }
+      if (opts.afterSeq !== undefined) this.#resume(sub, pattern, ring, opts.afterSeq);
     }
     return () => this.#remove(sub);
+  }
+
+  /** Gives a new subscriber what was stored in `topic` after `after`, before any live event. */
+  #resume(sub: Subscription, topic: string, ring: Ring, after: number): void {
+    const t = this.findTopic(topic);
+    if (!t || after > t.seq) {
+      // A number this topic never reached: not ours to resume from.
+      if (after > 0) this.#push(sub, { kind: "gap", topic, afterSeq: after });
+      return;
+    }
+    const recent = ring.after(after);
+    if (recent) {
+      for (const e of recent) this.#push(sub, e);
+      return;
+    }
+    const upTo = t.durableSeq;
+    const missed = t.departed.between(after, upTo);
+    const gap: FeedEvent | undefined = missed === 0
+      ? undefined
+      : missed === undefined
+      ? { kind: "gap", topic, afterSeq: after }
+      : { kind: "gap", topic, afterSeq: after, missed };
+    // One walk over what the topic holds; its messages are in the order they were stored, except
+    // one a later move joined (its sequence number grew).
+    const held: StoredMessage[] = [];
+    let sorted = true;
+    if (after < upTo) {
+      for (const msg of t.messages.values()) {
+        if (msg.seq <= after || msg.seq > upTo) continue;
+        if (held.length && msg.seq < held[held.length - 1]!.seq) sorted = false;
+        held.push(msg);
+      }
+    }
+    if (!sorted) held.sort((a, b) => a.seq - b.seq);
+    if (!gap && !held.length) return;
+    const events: (FeedMessage | undefined)[] = new Array(held.length);
+    if (!gap) {
+      // Nothing after `after` has left: the ring can hold (after, ring.from] from now on, so the
+      // readers that come back with the same id after a restart do not each walk the topic.
+      let n = held.length;
+      while (n > 0 && held[n - 1]!.seq > ring.from) n--;
+      const older: FeedMessage[] = [];
+      for (let i = Math.max(0, n - this.bufferSize); i < n; i++) {
+        older.push(events[i] = feedMessage(topic, held[i]!, held[i]!.seq));
+      }
+      if (n > 0) ring.backfill(older, after, this.bufferSize);
+    }
+    sub.backlog = replay(topic, gap, held, held.map((m) => m.seq), events);
+    sub.busy = true;
+    if (this.#ready.push(sub) === 1) queueMicrotask(() => this.#serveReady());
   }
 
   /**
@@ -197,13 +274,18 @@ export class Subscribers {
         this.log.error("feed tap failed", { topic, error: e });
       }
     }
+    const t = this.findTopic(topic);
+    if (t) {
+      let heard = t.durableSeq;
+      for (const r of records) if (r.seq > heard) heard = r.seq;
+      t.durableSeq = heard;
+    }
     let ring = this.#rings.get(topic);
     let subs: Subscription[] | undefined;
     for (const r of records) {
       if (r.type !== RecordType.Publish) continue;
       subs ??= this.#matching(topic);
       if (!subs.length && !ring) return;
-      const t = this.findTopic(topic);
       const event: FeedMessage = {
         kind: "message",
         topic,
@@ -281,8 +363,15 @@ export class Subscribers {
    * events until the promise settles; the others are served in one synchronous run.
    */
   #serve(sub: Subscription): void {
-    while (!sub.closed && sub.queue.length) {
-      const e = sub.queue.shift()!;
+    while (!sub.closed) {
+      let e: FeedEvent | undefined;
+      if (sub.backlog) {
+        const next = sub.backlog.next();
+        if (next.done) sub.backlog = undefined;
+        else e = next.value;
+      }
+      e ??= sub.queue.shift();
+      if (!e) break;
       try {
         const done = sub.fn(e);
         if (done) {
@@ -314,6 +403,7 @@ export class Subscribers {
   #remove(sub: Subscription): void {
     sub.closed = true;
     sub.queue.clear();
+    sub.backlog = undefined;
     if (sub.prefix) this.#prefixed.delete(sub);
     else {
       const set = this.#exact.get(sub.match);
@@ -321,4 +411,35 @@ export class Subscribers {
       if (set?.size === 0) this.#exact.delete(sub.match);
     }
   }
+}
+
+/**
+ * A resume's events from what the topic held when it began: the gap, if any, then each message
+ * (as it is when served: a held message may have been acked since, and is still sent).
+ */
+function* replay(
+  topic: string,
+  gap: FeedEvent | undefined,
+  held: StoredMessage[],
+  seqs: number[],
+  built: (FeedMessage | undefined)[],
+): Generator<FeedEvent> {
+  if (gap) yield gap;
+  for (let i = 0; i < held.length; i++) {
+    if (i % PREFETCH_MESSAGES === 0) prefetchPayloads(held.slice(i, i + PREFETCH_MESSAGES));
+    yield built[i] ?? feedMessage(topic, held[i]!, seqs[i]!);
+  }
+}
+
+/** A held message as the feed tells it, as it is now. */
+function feedMessage(topic: string, msg: StoredMessage, seq: number): FeedMessage {
+  return {
+    kind: "message",
+    topic,
+    seq,
+    msg,
+    retryCount: msg.first?.retryCount ?? 0,
+    reason: msg.reason,
+    origin: msg.origin,
+  };
 }

@@ -5,6 +5,7 @@
  */
 
 import { DLQ_SUFFIX } from "./config.ts";
+import { Departures } from "./departures.ts";
 import { Group } from "./group.ts";
 import { Heap } from "./heap.ts";
 import { IdempotencyKeys, type SeenKey } from "./idempotency.ts";
@@ -125,6 +126,13 @@ export const DEFAULT_GROUP = "";
 export class Topic {
   /** Sequence number of the last record applied. */
   seq = 0;
+  /**
+   * Sequence number of the last record the durable feed has heard (at start-up, the last one
+   * replayed): a resuming stream sends held messages up to it, and the feed the ones after.
+   */
+  durableSeq = 0;
+  /** What has left the topic, so a resuming stream knows what it missed. */
+  readonly departed = new Departures();
   readonly messages = new Map<string, StoredMessage>();
   readonly groups = new Map<string, Group>();
   /** Registered webhooks by id; each has its own group (webhookGroup(id)). */
@@ -238,6 +246,7 @@ export class Topic {
         // Only the latest META matters: a compaction keeps one.
         this.liveBytes += size - this.#metaBytes;
         this.#metaBytes = size;
+        this.departed.goneUpTo(r.goneSeq);
         this.settings = {
           policy: r.policy,
           retainMs: r.retainMs,
@@ -288,6 +297,7 @@ export class Topic {
         for (const msg of this.messages.values()) {
           this.liveBytes -= msg.size;
           msg.pending = 0;
+          this.departed.add(msg.seq);
         }
         this.#hold(-(this.heldBytes - this.keys.bytes)); // the keys stay for their window
         this.storedBytes = 0;
@@ -343,10 +353,15 @@ export class Topic {
     if (r.idemKey && IdempotencyKeys.live(r.timestamp, now)) {
       this.keys.keep(r.idemKey, r.id, r.timestamp);
     }
-    if (r.expiresAt && r.expiresAt <= now) return; // expired while the broker was down
+    if (r.expiresAt && r.expiresAt <= now) {
+      this.departed.add(r.seq); // expired while the broker was down
+      return;
+    }
     // Only a move (dead-letter, redrive) may name a message other groups still hold.
     let msg = r.merge ? this.messages.get(r.id) : undefined;
     const fresh = msg === undefined;
+    // Joined: a resuming stream now finds the message under the event it was told last.
+    if (msg) msg.seq = r.seq;
     if (!msg) {
       msg = new StoredMessage(r, size, disk, keep);
       this.messages.set(r.id, msg);
@@ -464,6 +479,7 @@ export class Topic {
   #forget(msg: StoredMessage): void {
     if (this.messages.get(msg.id) === msg) {
       this.messages.delete(msg.id);
+      this.departed.add(msg.seq);
       this.liveBytes -= msg.size;
       this.#hold(-msg.heldBytes);
       this.storedBytes -= msg.storedBytes;
@@ -525,9 +541,12 @@ export class Topic {
    * after the snapshot. Each message is encoded as it is when its chunk is built, which may be
    * after T: that is safe because the captured records then apply on top as absolute states
    * (retry counts, due times) or as no-ops, and a message gone since T is skipped. So the
-   * event loop is never held for a whole snapshot.
+   * event loop is never held for a whole snapshot. A skipped message's own record is gone, and
+   * the captured one that removed it names only its id: when its sequence number is above the
+   * META's `goneSeq`, a second META at the end says that it left (see lib/departures.ts).
    */
   *snapshot(now: number, chunkBytes = 1024 * 1024): Generator<Uint8Array[]> {
+    const gone = this.departed.max;
     const head = [this.#metaFrame()];
     this.liveBytes += head[0]!.length - this.#metaBytes;
     this.#metaBytes = head[0]!.length;
@@ -546,6 +565,7 @@ export class Topic {
     let bytes = 0;
     // Where each frame lands in the new file: after the header, the head, then in order.
     let pos = FILE_HEADER_BYTES + head.reduce((n, f) => n + f.length, 0);
+    let skipped = 0;
     this.#relocated = [];
     this.#relocatedAt = [];
     this.#relocationGeneration = this.wal.generation + 1;
@@ -553,7 +573,10 @@ export class Topic {
       // Payloads in the file are read a stretch at a time where they lie close together.
       if (i % PREFETCH_MESSAGES === 0) prefetchPayloads(messages.slice(i, i + PREFETCH_MESSAGES));
       const msg = messages[i]!;
-      if (this.messages.get(msg.id) !== msg) continue; // gone since T; its record is captured
+      if (this.messages.get(msg.id) !== msg) {
+        skipped = Math.max(skipped, msg.seq); // gone since T; its record is captured
+        continue;
+      }
       if (msg.idemKey) keyed.add(msg.idemKey); // the message's frame carries its key
       const f = this.#messageFrame(msg);
       // The message now rests on its new record: keep the accounting exact.
@@ -579,6 +602,12 @@ export class Topic {
       this.liveBytes += this.keys.framed(key, f.length);
       chunk.push(f);
     }
+    if (skipped > gone) {
+      const f = this.#metaFrame(skipped);
+      this.liveBytes += f.length - this.#metaBytes; // as replay counts it: the last META only
+      this.#metaBytes = f.length;
+      chunk.push(f);
+    }
     if (chunk.length) yield chunk;
   }
 
@@ -602,8 +631,9 @@ export class Topic {
     return out;
   }
 
-  #metaFrame(): Uint8Array {
-    return encodeRecord({ type: RecordType.Meta, seq: this.seq, ...this.settings });
+  /** The META record as of now; `goneSeq` defaults to the highest departure. */
+  #metaFrame(goneSeq = this.departed.max): Uint8Array {
+    return encodeRecord({ type: RecordType.Meta, seq: this.seq, ...this.settings, goneSeq });
   }
 
   #webhookFrame(hook: WebhookSpec): Uint8Array {

@@ -8,7 +8,10 @@
  *         str = u16 byte length + UTF-8; bytes = u32 length + raw bytes; time = f64 ms (0 = none)
  *
  *   META     policy u8 | retain time | visibility time | maxMessages f64 | createdAt time |
- *            maxBytes f64 (absent from files written before it existed: read as 0)
+ *            maxBytes f64 (absent from older files: read as 0) |
+ *            goneSeq f64: messages stored up to this sequence number may have left the topic
+ *            with no record of it in the file (a compaction drops them; absent from older files:
+ *            read as the record's own seq, so a resume from before it is told it missed data)
  *   PUBLISH  id str | timestamp time | priority u8 (bit 7: merge) | expiresAt time | redriveCount u16 |
  *            idemKey str | reason str | origin str | dueAt time | headers u16 n × (str, str) | deliveries u16 n ×
  *            (group str, retryCount u8, dueAt time) — n = 0xffff means "every group" |
@@ -22,6 +25,14 @@
  *   WEBHOOK  id str | url str | secret str | createdAt time | active u8
  *            (a webhook registered, with its own group `webhook:<id>`; active 0: removed,
  *            its group and what the group held gone)
+ *
+ * Versioning: a record's body only grows at its end. A field added later is appended after the
+ * last one, written by every encoder from then on, and read only when the body has bytes left;
+ * a record written before it gets the default stated beside the field above, chosen to err on
+ * the safe side (a reset, never a silent skip). Older brokers ignore the bytes after the fields
+ * they know, so a newer file stays readable to them. RECORD_VERSION changes only for what an
+ * old reader cannot skip (a field moved, removed or read differently), and FILE_VERSION only for
+ * a new framing; replay refuses a version it does not know.
  */
 
 import { crc32 } from "./crc32.ts";
@@ -63,6 +74,8 @@ export interface MetaRecord {
   createdAt: number;
   /** 0: no byte cap. */
   maxBytes: number;
+  /** Highest sequence number of a message no longer held (0: none has left). */
+  goneSeq: number;
 }
 export interface DeliverySpec {
   group: string;
@@ -202,7 +215,7 @@ export function frameSize(r: WalRecord): number {
   let size = FRAME_HEADER_BYTES + 1 + 1 + 8;
   switch (r.type) {
     case RecordType.Meta:
-      size += 1 + 8 * 5;
+      size += 1 + 8 * 6;
       break;
     case RecordType.Publish:
       size += strBytes(r.id) + 8 + 1 + 8 + 2 + strBytes(r.idemKey) + strBytes(r.reason) +
@@ -257,6 +270,7 @@ export function encodeRecordInto(
       w.f64(r.maxMessages);
       w.f64(r.createdAt);
       w.f64(r.maxBytes);
+      w.f64(r.goneSeq);
       break;
     case RecordType.Publish:
       w.str(r.id);
@@ -366,6 +380,7 @@ export function decodeRecordAt(
         maxMessages: r.f64(),
         createdAt: r.f64(),
         maxBytes: r.pos < r.end ? r.f64() : 0,
+        goneSeq: r.pos < r.end ? r.f64() : seq,
       };
     }
     case RecordType.Publish: {

@@ -2,9 +2,11 @@
  * GET /stream/{topic}: server-sent events in spy mode, over the broker's durable feed. Each
  * stored message is an `id: <sequence number>` + `data: <Message JSON>` event (a broadcast has no
  * id), nothing is consumed, and a `: ping` comment keeps the connection open. A reconnect with
- * `Last-Event-ID` resumes from the topic's ring, or gets `event: reset` first when the ring no
- * longer holds what it missed. A reader that falls further behind than BROKER_STREAM_BUFFER gets
- * `event: reset` and is closed; drain ends every stream.
+ * `Last-Event-ID` gets every message stored after that id that the topic still holds, even
+ * after a restart (lib/subscribers.ts), with `event: reset` first when some of them have left
+ * the topic. A reader that falls further behind than BROKER_STREAM_BUFFER gets `event: reset`
+ * and is closed; drain and SIGTERM end every stream with `event: shutdown`, so that a client
+ * waits for the restart and resumes instead of reporting a failure.
  */
 
 import { concat } from "../lib/bytes.ts";
@@ -25,6 +27,12 @@ const QUEUED_EVENTS = 64;
 const CHUNK_BYTES = 64 * 1024;
 
 const encoder = new TextEncoder();
+
+/** The last event of a stream the broker ends because it is stopping. */
+const SHUTDOWN = event({
+  event: "shutdown",
+  data: JSON.stringify({ reason: "the broker is stopping" }),
+});
 
 /** The sequence number a reconnecting reader saw last, if it sent one we can read. */
 function lastEventId(req: Request, ctx: Ctx): number | undefined | "unreadable" {
@@ -111,8 +119,8 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
           // A full queue holds the feed's next events for this reader (its queue is bounded).
           if ((controller.desiredSize ?? 1) <= 0) return new Promise((r) => resume = r);
         };
-        const reset = (reason: string) =>
-          send(event({ event: "reset", data: JSON.stringify({ reason }) }));
+        const reset = (reason: string, missed?: number) =>
+          send(event({ event: "reset", data: JSON.stringify({ reason, missed }) }));
         const listen = (e: FeedEvent): void | Promise<void> => {
           switch (e.kind) {
             case "message":
@@ -127,7 +135,13 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
               return send(bytes);
             }
             case "gap":
-              return reset(`messages after ${e.afterSeq} are no longer held; data was missed`);
+              return e.missed === undefined
+                ? reset(`messages after ${e.afterSeq} are no longer held; data was missed`)
+                : reset(
+                  `${e.missed} message${e.missed === 1 ? "" : "s"} after ${e.afterSeq} ` +
+                    `no longer held; data was missed`,
+                  e.missed,
+                );
             case "dropped":
               flush();
               if (open) {
@@ -137,6 +151,8 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
               }
               return end();
             case "closed":
+              flush();
+              if (open) controller.enqueue(SHUTDOWN);
               return end();
           }
         };
@@ -183,8 +199,9 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
 
 /**
  * One event of the stream, its `data:` line parsed as JSON: a stored message (`id:` its sequence
- * number in the topic), a broadcast (no `id:`), or `event: reset`. OpenAPI 3.1 cannot describe
- * the items of a stream (3.2's `itemSchema` will), so `x-ferry-event` carries this schema.
+ * number in the topic), a broadcast (no `id:`), `event: reset` or `event: shutdown`. OpenAPI 3.1
+ * cannot describe the items of a stream (3.2's `itemSchema` will), so `x-ferry-event` carries
+ * this schema.
  */
 export const SSE_EVENT = {
   oneOf: [
@@ -200,9 +217,33 @@ export const SSE_EVENT = {
     {
       type: "object",
       title: "reset",
-      description: "Messages were missed (the reader fell behind, or the resume point is gone).",
+      description: "Messages were missed: the reader fell behind (the stream then ends), or " +
+        "messages stored after `Last-Event-ID` have left the topic (acked by every group, " +
+        "expired, dropped, purged); what it still holds follows.",
       properties: {
         event: { const: "reset" },
+        data: {
+          type: "object",
+          properties: {
+            reason: { type: "string" },
+            missed: {
+              type: "integer",
+              minimum: 1,
+              description: "How many messages after `Last-Event-ID` left; absent when unknown.",
+            },
+          },
+          required: ["reason"],
+        },
+      },
+      required: ["event", "data"],
+    },
+    {
+      type: "object",
+      title: "shutdown",
+      description: "The last event when the broker is stopping (drain, SIGTERM): reconnect " +
+        "with `Last-Event-ID` once it is back; nothing was missed.",
+      properties: {
+        event: { const: "shutdown" },
         data: {
           type: "object",
           properties: { reason: { type: "string" } },
@@ -220,10 +261,13 @@ const STREAM_DOC: RouteDoc = {
   description: "A live, read-only copy of every message stored in the topic (publishes, " +
     "dead-letter moves, redrives) and of broadcasts; nothing is consumed. Each event is an " +
     "`id:` line (the message's sequence number), `data: <Message JSON>` and a blank line; a " +
-    "`: ping` comment comes every 15 s. A reconnect with `Last-Event-ID` resumes from the " +
-    "topic's ring of recent messages, or starts with `event: reset` when it no longer holds " +
-    "them; a reader too far behind gets `event: reset` and is closed. Browsers pass the key as " +
-    "`?api_key=`.",
+    "`: ping` comment comes every 15 s. A reconnect with `Last-Event-ID` first gets, in order, " +
+    "every message stored after that id that the topic still holds (also after a restart), " +
+    "then live ones; it starts with `event: reset` (with `missed`, how many, when known) only " +
+    "when a message stored after that id has left the topic. A reader too far behind gets " +
+    "`event: reset` and is closed. When the broker stops (drain, SIGTERM) every stream ends " +
+    "with `event: shutdown`: reconnect with `Last-Event-ID` once it is back. Browsers pass the " +
+    "key as `?api_key=`.",
   tag: "Streams",
   params: [
     query("filter_key", "As for consume.", { type: "string" }),
@@ -241,7 +285,7 @@ const STREAM_DOC: RouteDoc = {
   ],
   ok: {
     200: {
-      description: "The event stream; it ends on drain or SIGTERM.",
+      description: "The event stream; it ends with `event: shutdown` on drain or SIGTERM.",
       content: {
         "text/event-stream": {
           schema: { type: "string" },

@@ -1,8 +1,9 @@
 /**
  * `ferry tail <topic> [--filter key=value]`: every message stored in the topic, as it arrives,
  * until Ctrl-C. The client's `stream()` reconnects (1 s doubling to 32 s) and resumes with
- * `Last-Event-ID`, so a broker restart loses and repeats nothing; when the broker no longer
- * holds what was missed it says so (`event: reset`), and so does tail, on stderr.
+ * `Last-Event-ID`, so a broker restart loses and repeats nothing: a broker that stops says so
+ * (`event: shutdown`) and tail notes it once on stderr and waits. When messages stored meanwhile
+ * have left the topic (`event: reset`), tail says so on stderr.
  */
 
 import { FerryConnectionError, type FerryError } from "../../client/mod.ts";
@@ -26,6 +27,10 @@ export async function tail(ctx: Ctx, topic: string, flags: { filter?: string }):
     filter,
     signal: stop.signal,
     onReset: (reason) => ctx.out.notice(`missed messages of "${topic}": ${reason}`),
+    onShutdown: () => {
+      connected = true;
+      ctx.out.notice("the broker is restarting; reconnecting…");
+    },
     onError: (e) => {
       // An open stream that ends or breaks fails otherwise; this is the very first connect.
       if (!connected && e instanceof FerryConnectionError) {

@@ -117,7 +117,7 @@ Deno.test("stream({ lastEventId }) resumes where an earlier stream stopped", asy
   });
 });
 
-Deno.test("stream(): a resume the restarted broker cannot serve is surfaced through onReset, and the stream goes on", async () => {
+Deno.test("stream(): messages that left the topic before the resume are surfaced through onReset, and the stream goes on", async () => {
   const r = await startRestartable();
   try {
     const ferry = new Ferry({ url: r.url });
@@ -133,14 +133,50 @@ Deno.test("stream(): a resume the restarted broker cannot serve is surfaced thro
     await r.restart({
       beforeClose: async (old) => {
         await failures.take(1);
-        await new Ferry({ url: old.url }).publish("news", "missed"); // while the reader is away
+        // Stored and consumed while the reader is away: gone before it can resume.
+        const direct = new Ferry({ url: old.url });
+        await direct.publish("news", "missed");
+        assertEquals((await direct.consume("news", { autoAck: true, limit: 10 })).length, 2);
       },
     });
     const [reason] = await resets.take(1, 10_000, "resets");
-    assertMatch(reason!, /data was missed|no longer held|missed/);
+    assertMatch(reason!, /^1 message after \d+ no longer held; data was missed$/);
     await ferry.publish("news", "after");
     await events.inbox.take(2);
     assertEquals(events.texts(), ["before", "after"]);
+    ac.abort();
+    await events.done;
+  } finally {
+    await r.close();
+  }
+});
+
+Deno.test("stream(): event: shutdown is a restart to wait out: onShutdown hears it, no error, and it resumes after the restart", async () => {
+  const r = await startRestartable();
+  try {
+    const ferry = new Ferry({ url: r.url });
+    const ac = new AbortController();
+    const shutdowns = new Inbox<string>();
+    const resets = new Inbox<string>();
+    const failures = new Inbox<unknown>();
+    const events = drain(ferry.stream("news", {
+      signal: ac.signal,
+      onShutdown: shutdowns.push,
+      onReset: resets.push,
+      onError: failures.push,
+    }));
+    await settle(r.broker);
+    await ferry.publish("news", "before");
+    await events.inbox.take(1);
+    await r.broker.broker.drain(); // what SIGTERM does first
+    assertEquals(await shutdowns.take(1), ["the broker is stopping"]);
+    await r.restart();
+    await ferry.publish("news", "after");
+    await events.inbox.take(2, 10_000);
+    assertEquals(events.texts(), ["before", "after"]);
+    assertEquals(resets.items, []);
+    const ended = failures.items.filter((e) => /ended the event stream/.test(String(e)));
+    assertEquals(ended, [], "the end after a shutdown is no failure");
     ac.abort();
     await events.done;
   } finally {

@@ -8,6 +8,7 @@ import { assert, assertEquals } from "../_support/assert.ts";
 import { startProxy } from "../_support/proxy.ts";
 import { startRestartable } from "../_support/restartable.ts";
 import { withLiveBroker } from "../_support/server.ts";
+import { start, stop, withDataDir } from "../_support/child.ts";
 import { eventually, Inbox, within } from "../_support/wait.ts";
 import { Ferry, FerryConnectionError, FerryError, type Message } from "../../client/mod.ts";
 import { reconnectDelay } from "../../client/backoff.ts";
@@ -152,4 +153,35 @@ Deno.test("subscribe(): after the broker restarts the socket reconnects and subs
   } finally {
     await r.close();
   }
+});
+
+Deno.test({
+  name:
+    "subscribe(): a broker stopped by SIGTERM (close 1001) is waited out quietly, and the socket subscribes again",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withDataDir(async (dir) => {
+      let b = await start(dir);
+      const port = b.port;
+      const ferry = new Ferry({ url: b.url });
+      const news = new Inbox<string>();
+      const errors = new Inbox<unknown>();
+      const sub = ferry.subscribe("news", (m) => news.push(m.payload_text!), {
+        onError: errors.push,
+      });
+      try {
+        await sub.ready;
+        await ferry.publish("news", "before");
+        await news.take(1);
+        await stop(b, "SIGTERM"); // the broker drains: every socket closes with 1001
+        b = await start(dir, {}, ["--port", String(port)]);
+        await within(sub.ready, 10_000, "subscribed again");
+        await ferry.publish("news", "after");
+        assertEquals(await news.take(2), ["before", "after"]);
+        assertEquals(errors.items.map(String), [], "a restart is no error");
+      } finally {
+        await sub.close();
+      }
+    }),
 });

@@ -186,6 +186,7 @@ Deno.test({
       type: RecordType.Meta,
       seq: f.topic.nextSeq(),
       ...f.topic.settings,
+      goneSeq: 0,
     }, T0);
     await ackAllBut(f.topic, 0);
     let now = T0;

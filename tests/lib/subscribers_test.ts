@@ -203,7 +203,7 @@ Deno.test("Subscribers: a held write is heard once released, before the publishe
   await Deno.remove(dataDir, { recursive: true });
 });
 
-Deno.test("Subscribers: afterSeq replays from the ring and reports a gap past it", async () => {
+Deno.test("Subscribers: afterSeq replays from the ring, else from what the topic holds, with a gap for what left", async () => {
   const t = await open({ streamBuffer: 3 });
   const live = collector();
   t.broker.feed.subscribe("jobs", live.fn); // the topic is streamed: its ring fills
@@ -218,8 +218,17 @@ Deno.test("Subscribers: afterSeq replays from the ring and reports a gap past it
 
   const lagging = collector();
   t.broker.feed.subscribe("jobs", lagging.fn, { afterSeq: seq(0) }); // "2" left the ring
-  await lagging.heard(1);
-  assertEquals(lagging.events, [{ kind: "gap", topic: "jobs", afterSeq: seq(0) }]);
+  await lagging.heard(4);
+  assertEquals(lagging.events.map(text), ["2", "3", "4", "5"], "the topic still holds them");
+  assertEquals(lagging.events.map((e) => (e as { seq: number }).seq), [1, 2, 3, 4].map(seq));
+
+  const [, two] = await t.broker.consume("jobs", { limit: 2 }); // "1" and "2", in flight
+  await t.broker.ack("jobs", "", [two!.msg.id]);
+  const after = collector();
+  t.broker.feed.subscribe("jobs", after.fn, { afterSeq: seq(0) });
+  await after.heard(4);
+  assertEquals(after.events[0], { kind: "gap", topic: "jobs", afterSeq: seq(0), missed: 1 });
+  assertEquals(after.events.slice(1).map(text), ["3", "4", "5"]);
 
   const current = collector();
   t.broker.feed.subscribe("jobs", current.fn, { afterSeq: seq(4) });
@@ -236,6 +245,41 @@ Deno.test("Subscribers: afterSeq replays from the ring and reports a gap past it
     "invalid_parameter",
   );
   await t.close();
+});
+
+Deno.test({
+  name:
+    "Subscribers: a resume after a restart sends what the topic holds (payloads read from disk) once, and a write only once durable",
+  sanitizeOps: false,
+  sanitizeResources: false,
+}, async () => {
+  const dataDir = await Deno.makeTempDir({ prefix: "ferry-subs-" });
+  const first = await open({ dataDir, diskPayloadMinBytes: 1 });
+  const live = collector();
+  first.broker.feed.subscribe("jobs", live.fn);
+  for (const p of ["a", "b", "c"]) await first.broker.publish("jobs", bytes(p.repeat(100)));
+  await live.heard(3);
+  const seqs = live.events.map((e) => (e as { seq: number }).seq);
+  await first.broker.close();
+
+  const disk = heldDisk(dataDir);
+  const t = await open({ dataDir, diskPayloadMinBytes: 1 }, disk.openWal);
+  assert(t.broker.findTopic("jobs")!.messages.values().next().value!.onDisk, "payloads on disk");
+  const stored = t.broker.publish("jobs", bytes("d")); // applied, not yet durable
+  const resumed = collector();
+  t.broker.feed.subscribe("jobs", resumed.fn, { afterSeq: seqs[0] });
+  await resumed.heard(2);
+  await settle();
+  assertEquals(resumed.events.map(text), ["b".repeat(100), "c".repeat(100)]);
+  assertEquals(resumed.events.map((e) => (e as { seq: number }).seq), seqs.slice(1));
+  disk.release();
+  await stored;
+  await resumed.heard(3);
+  await settle();
+  assertEquals(resumed.events.map(text).slice(2), ["d"], "once, when durable");
+  assert((resumed.events[2] as { seq: number }).seq > seqs[2]!);
+  await t.close();
+  await Deno.remove(dataDir, { recursive: true });
 });
 
 Deno.test("Subscribers: one that throws or falls behind is dropped and told; others go on", async () => {

@@ -51,6 +51,7 @@ Deno.test("Topic.apply() META sets the settings; GROUP adds a group once", () =>
       maxMessages: 7,
       createdAt: T0 - 1,
       maxBytes: 8,
+      goneSeq: 0,
     },
     T0,
     50,
@@ -266,6 +267,33 @@ Deno.test("Topic.snapshot() keeps the key of a message acked while the snapshot 
   for (const f of frames) copy.apply(decodeRecord(f.subarray(FRAME_HEADER_BYTES)), T0, f.length);
   assertEquals([...copy.messages.keys()], ["other"], "the acked message is not rewritten");
   assertEquals(copy.keys.lookup("k-1", T0)?.id, "keyed", "but its key survives for its window");
+});
+
+Deno.test("Topic.departed: what left is known after replay, and after a snapshot a message left during", async () => {
+  const topic = memTopic();
+  for (const id of ["a", "b", "c", "d"]) await put(topic, id, id, T0);
+  const seqOf = (id: string) => topic.messages.get(id)!.seq;
+  const [a, b, c, d] = ["a", "b", "c", "d"].map(seqOf) as [number, number, number, number];
+  const ack = (id: string) =>
+    topic.commit({ type: RecordType.Ack, seq: topic.nextSeq(), group: "", ids: [id] }, T0);
+  await ack("b");
+  assertEquals([topic.departed.max, topic.departed.between(a, d)], [b, 1]);
+  assertEquals(topic.departed.between(b, d), 0, "nothing after b left");
+
+  // A snapshot starts (its META says b is the highest gone); d is acked before its frame.
+  const chunks = topic.snapshot(T0, 1)[Symbol.iterator]();
+  const frames = [...chunks.next().value!];
+  await ack("d");
+  for (let x = chunks.next(); !x.done; x = chunks.next()) frames.push(...x.value);
+  const copy = memTopic();
+  for (const f of frames) copy.apply(decodeRecord(f.subarray(FRAME_HEADER_BYTES)), T0, f.length);
+  assertEquals([...copy.messages.keys()], ["a", "c"]);
+  assertEquals(copy.departed.max, d, "a META at the end says d left");
+  assertEquals(copy.departed.between(c, d), undefined, "gone, how many no longer known");
+  assertEquals(copy.departed.between(d, d), 0);
+  assertEquals(copy.seq, topic.seq, "and the sequence goes on from where it was");
+  assertEquals(copy.liveBytes, topic.liveBytes, "the last META counts, as in the topic");
+  void c;
 });
 
 Deno.test("Topic payloads on disk read back right when publishes race a compaction's swap", async () => {

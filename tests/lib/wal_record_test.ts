@@ -18,6 +18,7 @@ const records: WalRecord[] = [
     maxMessages: 10,
     createdAt: 1_700_000_000_000,
     maxBytes: 1 << 20,
+    goneSeq: 0,
   },
   {
     type: RecordType.Publish,
@@ -111,6 +112,14 @@ Deno.test("checksumOk() rejects a flipped payload byte", () => {
 
 Deno.test("decodeRecord() reads a META written before max_bytes existed as no byte cap", () => {
   const frame = encodeRecord(records[0]!);
-  const body = frame.subarray(FRAME_HEADER_BYTES, frame.length - 8); // without maxBytes
-  assertEquals(decodeRecord(body), { ...records[0]!, maxBytes: 0 } as WalRecord);
+  const body = frame.subarray(FRAME_HEADER_BYTES, frame.length - 16); // without both
+  assertEquals(decodeRecord(body), { ...records[0]!, maxBytes: 0, goneSeq: 1 } as WalRecord);
+});
+
+Deno.test("decodeRecord() reads a META written before goneSeq existed as gone up to its own seq", () => {
+  const meta = { ...records[0]!, seq: 40, goneSeq: 12 } as WalRecord;
+  const frame = encodeRecord(meta);
+  assertEquals(decodeRecord(frame.subarray(FRAME_HEADER_BYTES)), meta);
+  const body = frame.subarray(FRAME_HEADER_BYTES, frame.length - 8); // without goneSeq
+  assertEquals(decodeRecord(body), { ...meta, goneSeq: 40 } as WalRecord);
 });

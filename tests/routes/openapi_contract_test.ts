@@ -431,6 +431,35 @@ contractTest("SSE events and WebSocket frames", async () => {
   });
 });
 
+contractTest("SSE event: reset with the number missed, and event: shutdown", async () => {
+  await withContract({}, async (c, b) => {
+    const call = c.call.bind(c, b);
+    expect(await call("POST", "/publish/gone", { body: "one" }), 201);
+    await call("POST", "/publish/gone", { body: "two" });
+    const taken = expect(await call("GET", "/consume/gone?limit=2"), 200);
+    expect(await call("POST", `/ack/gone/${taken[1].id}`), 204); // "two" left the topic
+    const s = await openStream(b, "/stream/gone", { "last-event-id": "0" });
+    c.check("GET", "/stream/gone", s.checked);
+    const reader = s.res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    const until = async (done: () => boolean) => {
+      while (!done()) {
+        const { value, done: ended } = await reader.read();
+        if (ended) break;
+        text += value;
+      }
+    };
+    await until(() => (text.match(/^data: /gm) ?? []).length >= 2);
+    assert(text.startsWith("event: reset\n"), text);
+    assertMatch(text, /"missed":1/);
+    await b.broker.drain();
+    await until(() => text.includes("event: shutdown"));
+    await until(() => false); // then the stream ends
+    assertMatch(text, /event: shutdown\ndata: \{"reason":"the broker is stopping"\}\n\n$/);
+    assertEquals(c.checkEvents(text), 3, "reset, the message still held, shutdown");
+  });
+});
+
 contractTest("401 and 403 with BROKER_API_KEYS", async () => {
   await withContract({ apiKeys: "adm-key:admin,pub-key:publish" }, async (c, b) => {
     const call = c.call.bind(c, b);

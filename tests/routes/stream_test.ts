@@ -91,7 +91,7 @@ Deno.test("GET /stream of a topic that does not exist yet waits for its first me
   });
 });
 
-Deno.test("GET /stream with Last-Event-ID resumes from the ring, or sends event: reset first", async () => {
+Deno.test("GET /stream with Last-Event-ID resumes from the ring or from what the topic holds; event: reset first for what left", async () => {
   await withBroker({ streamBuffer: 3 }, async (ctx) => {
     const first = await openSse(`${ctx.url}/stream/jobs`); // the topic is streamed: its ring fills
     for (const p of ["1", "2", "3", "4", "5"]) await publish(ctx, "jobs", p);
@@ -107,9 +107,20 @@ Deno.test("GET /stream with Last-Event-ID resumes from the ring, or sends event:
     ]]);
     await resumed.close();
 
+    // The ring no longer holds message 2, but the topic does.
+    const held = await openSse(`${ctx.url}/stream/jobs`, { "last-event-id": id(0) });
+    const all = await held.take(4);
+    assertEquals(all.map((e) => [e.event, e.id]), [2, 3, 4, 5].map((i) => [undefined, id(i - 1)]));
+    await held.close();
+
+    const [, two] = (await ctx.call("GET", "/consume/jobs?limit=2")).body;
+    assertEquals(two.payload_text, "2");
+    assertEquals((await ctx.call("POST", `/ack/jobs/${two.id}`)).status, 204); // "2" left
     const late = await openSse(`${ctx.url}/stream/jobs`, { "last-event-id": id(0) });
-    const [reset] = await late.take(1);
-    assertEquals(reset!.event, "reset", "the ring no longer holds message 2");
+    const [reset, ...rest] = await late.take(4);
+    assertEquals(reset!.event, "reset", "message 2 left the topic");
+    assertEquals(JSON.parse(reset!.data!).missed, 1);
+    assertEquals(rest.map((e) => JSON.parse(e.data!).payload_text), ["3", "4", "5"]);
     await publish(ctx, "jobs", "6");
     const [live] = await late.take(1);
     assertEquals(JSON.parse(live!.data!).payload_text, "6");
@@ -151,15 +162,17 @@ Deno.test("GET /stream sends ': ping' comments while idle", async () => {
   }
 });
 
-Deno.test("POST /api/drain ends every stream cleanly", async () => {
+Deno.test("POST /api/drain ends every stream with event: shutdown", async () => {
   await withBroker({}, async (ctx) => {
     const s = await openSse(`${ctx.url}/stream/orders`);
     await publish(ctx, "orders", "a");
     await s.take(1);
     assertEquals((await call(ctx, "POST", "/api/drain")).status, 200);
+    const [shutdown] = await s.take(1);
+    assertEquals(shutdown, { event: "shutdown", data: '{"reason":"the broker is stopping"}' });
     let e = await s.next();
     while (e?.comment !== undefined) e = await s.next();
-    assertEquals(e, undefined, "the stream ended");
+    assertEquals(e, undefined, "then the stream ended");
     await s.close();
   });
 });
@@ -181,7 +194,7 @@ Deno.test("GET /metrics counts live streams in ferry_stream_subscribers", async 
 });
 
 Deno.test({
-  name: "SIGTERM ends every stream cleanly and the broker exits 0",
+  name: "SIGTERM ends every stream with event: shutdown and the broker exits 0",
   sanitizeOps: false,
   sanitizeResources: false,
   fn: async () => {
@@ -192,9 +205,12 @@ Deno.test({
       await publish(child, "orders", "a");
       await s.take(1);
       child.kill("SIGTERM");
+      const [shutdown] = await s.take(1);
+      assertEquals(shutdown?.event, "shutdown");
+      assertEquals(JSON.parse(shutdown!.data!), { reason: "the broker is stopping" });
       let e = await s.next();
       while (e?.comment !== undefined) e = await s.next();
-      assertEquals(e, undefined, "the stream ended");
+      assertEquals(e, undefined, "then the stream ended");
       assertEquals((await child.exited).code, 0);
       await s.close();
     } finally {
