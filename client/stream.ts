@@ -20,7 +20,7 @@
  */
 
 import { reconnectDelay, RESTART_QUIET_ATTEMPTS, sleep } from "./backoff.ts";
-import { FerryError, isBusy, isTransient, problemError } from "./errors.ts";
+import { FerryError, FerryUsageError, isBusy, isTransient, problemError } from "./errors.ts";
 import type { Http } from "./http.ts";
 import { type Filter, filterQuery, type Message } from "./options.ts";
 import { SseParser } from "./sse.ts";
@@ -116,6 +116,7 @@ export class EventStream implements AsyncIterable<Message> {
       } catch (e) {
         if (outer?.aborted) return;
         if (e instanceof FerryError && !isTransient(e)) throw e;
+        if (e instanceof FerryUsageError) throw e; // the same call would fail the same way
         const why = ac.signal.reason instanceof Idle ? ac.signal.reason : e;
         if (!restarting || failures >= RESTART_QUIET_ATTEMPTS) this.opts.onError?.(why);
       } finally {

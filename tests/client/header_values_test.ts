@@ -77,3 +77,19 @@ Deno.test("ferry exits 2 with one line for an API key or header no header can ca
     assertEquals(q, undefined, "nothing was published");
   });
 });
+
+Deno.test("stream() with a lastEventId no header can carry ends with the usage error, unsent", async () => {
+  await withBroker({}, async (ctx) => {
+    const c = counting();
+    const client = new Ferry({ url: ctx.url, fetch: c.fetch });
+    let e: unknown;
+    try {
+      for await (const _ of client.stream("orders", { lastEventId: "4\n2" })) break;
+    } catch (err) {
+      e = err;
+    }
+    assert(e instanceof FerryUsageError, String(e));
+    assertMatch(e.message, /^Invalid header "last-event-id": /);
+    assertEquals(c.n, 0, "nothing was sent, so nothing was retried");
+  });
+});
