@@ -187,12 +187,24 @@ export function liveTail(params, app) {
       setText(notice, `An event could not be read: ${describeError(e)}`);
     }
   });
-  es.addEventListener("reset", () => {
+  es.addEventListener("reset", (ev) => {
+    let missed;
+    try {
+      missed = JSON.parse(ev.data).missed;
+    } catch { /* no count then */ }
     notice.className = "status error";
     setText(
       notice,
-      "The stream missed messages (it fell behind or reconnected too late); what follows is live again.",
+      `The stream missed ${
+        typeof missed === "number" ? `${missed} message${missed === 1 ? "" : "s"}` : "messages"
+      } (acked, expired or dropped before it could show them); the rest follow.`,
     );
+  });
+  es.addEventListener("shutdown", () => {
+    state.className = "pill warn";
+    setText(state, "reconnecting…");
+    notice.className = "status";
+    setText(notice, "The broker is restarting; the stream resumes where it stopped.");
   });
   es.addEventListener("error", async () => {
     if (es.readyState === EventSource.CONNECTING) {
