@@ -4,6 +4,7 @@
  */
 
 import { type Config, ConfigError, helpText, loadConfig, SETTINGS } from "./lib/config.ts";
+import { DataDirInUseError } from "./lib/data_dir_lock.ts";
 import { Logger } from "./lib/log.ts";
 import { createHandler } from "./routes/app.ts";
 import {
@@ -29,6 +30,10 @@ async function start(config: Config, log: Logger): Promise<Runtime> {
     if (e instanceof ConfigError) {
       console.error(`ferry: ${e.message}`);
       Deno.exit(2);
+    }
+    if (e instanceof DataDirInUseError) {
+      console.error(`ferry: ${e.message}`);
+      Deno.exit(1);
     }
     log.error("cannot start", { error: (e as Error).message });
     console.error(`ferry: cannot start: ${(e as Error).message}`);
