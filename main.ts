@@ -12,6 +12,7 @@ import {
   authEnabled,
   joinCluster,
   openRuntime,
+  permissionProblem,
   readKeys,
   type Runtime,
 } from "./runtime.ts";
@@ -20,6 +21,11 @@ import {
 const SHUTDOWN_GRACE_MS = 10_000;
 
 async function start(config: Config, log: Logger): Promise<Runtime> {
+  const denied = permissionProblem(config);
+  if (denied) {
+    console.error(`ferry: ${denied}`);
+    Deno.exit(1);
+  }
   try {
     const rt = await openRuntime(config, log);
     if (authEnabled(config) && rt.keys.size === 0) {

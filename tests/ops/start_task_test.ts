@@ -1,12 +1,14 @@
 /**
  * The real `deno task start` (deno.json through tools/start.sh): a data dir and a keys file
  * outside `./data`, named by settings or by flags, just work with permissions scoped to them; the
- * broker is the task's own child, so signals reach it and its exit status is the task's.
+ * broker is the task's own child, so signals reach it and its exit status is the task's; and run
+ * by hand without those permissions, the broker names the setting and the fix in one line.
  */
 
 import { assert, assertEquals } from "../_support/assert.ts";
-import { type LogLine, parseLogLine, readLines } from "../_support/child.ts";
+import { type LogLine, MAIN, parseLogLine, readLines } from "../_support/child.ts";
 import { call } from "../_support/http.ts";
+import { startTaskPermissions } from "../_support/start_task.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const KEY = "task-key-1";
@@ -97,4 +99,34 @@ Deno.test({
       await Deno.remove(keys);
     }
   },
+});
+
+/** main.ts run by hand with the start task's own permissions, which name no data dir. */
+async function runByHand(args: string[]) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", ...startTaskPermissions(), MAIN, "--port", "0", ...args],
+    env: { NO_COLOR: "1" },
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  return { code: out.code, stderr: new TextDecoder().decode(out.stderr).trim() };
+}
+
+Deno.test("main.ts without permission for its data dir or keys file says which setting, and the fix", async () => {
+  const dir = "/var/lib/ferry-not-granted";
+  const data = await runByHand(["--data-dir", dir]);
+  assertEquals(data.code, 1, data.stderr);
+  assertEquals(
+    data.stderr,
+    `ferry: cannot read BROKER_DATA_DIR "${dir}": permission denied by Deno; run with deno task ` +
+      `start, or add --allow-read=${dir} --allow-write=${dir}`,
+  );
+  const keys = await runByHand(["--data-dir", ":memory:", "--api-keys-file", "/etc/ferry/keys"]);
+  assertEquals(keys.code, 1, keys.stderr);
+  assertEquals(
+    keys.stderr,
+    `ferry: cannot read BROKER_API_KEYS_FILE "/etc/ferry/keys": permission denied by Deno; run ` +
+      `with deno task start, or add --allow-read=/etc/ferry/keys`,
+  );
 });
