@@ -142,37 +142,23 @@ class Listener {
   }
 }
 
-/** Runs the broker until SIGTERM or SIGINT, then shuts down cleanly and exits 0. */
-export async function run(config: Config): Promise<void> {
+/**
+ * Runs the broker until SIGTERM or SIGINT, then shuts down cleanly and exits 0. Never returns:
+ * `deno run` warns "did you mean to run deno serve?" once a module that exports a default
+ * `{ fetch }` (for `deno serve main.ts`) has been evaluated, and this keeps main.ts's evaluation
+ * going until the exit.
+ */
+export async function run(config: Config): Promise<never> {
   const log = new Logger(config.logLevel);
   const rt = await start(config, log);
   const { broker } = rt;
   log.info("recovered", { data_dir: config.dataDir, ...broker.recovery });
-  const server = listen(
-    config,
-    log,
-    createHandler(broker, appOptions(config, log, rt)),
-    ({ hostname, port }) => {
-      if (broker.cluster && !config.advertiseUrl) broker.cluster.url = `http://${hostname}:${port}`;
-      log.info("listening", {
-        address: hostname,
-        port,
-        data_dir: config.dataDir,
-        fsync: config.fsync,
-        topics: broker.recovery.topics,
-        messages: broker.recovery.messages,
-        recovery_ms: broker.recovery.duration_ms,
-        auth: authEnabled(config),
-      });
-    },
-  );
-  reloadKeysOnHangup(config, rt, log);
-  const member = joinCluster(config, rt, log);
 
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
+  // Bound before "listening" is logged: a signal sent as soon as it is seen must not find the
+  // default action (ending the process at once) still in place.
+  let stopping: Promise<never> | undefined;
+  const stop = (signal: string) => stopping ??= shutDown(signal);
+  const shutDown = async (signal: string): Promise<never> => {
     const t0 = performance.now();
     log.info("shutting down", { signal });
     const resigned = member?.close(); // the others elect a new leader at once
@@ -191,7 +177,29 @@ export async function run(config: Config): Promise<void> {
   };
   Deno.addSignalListener("SIGTERM", () => stop("SIGTERM"));
   Deno.addSignalListener("SIGINT", () => stop("SIGINT"));
-  await server.finished;
+  reloadKeysOnHangup(config, rt, log);
+
+  const server = listen(
+    config,
+    log,
+    createHandler(broker, appOptions(config, log, rt)),
+    ({ hostname, port }) => {
+      if (broker.cluster && !config.advertiseUrl) broker.cluster.url = `http://${hostname}:${port}`;
+      log.info("listening", {
+        address: hostname,
+        port,
+        data_dir: config.dataDir,
+        fsync: config.fsync,
+        topics: broker.recovery.topics,
+        messages: broker.recovery.messages,
+        recovery_ms: broker.recovery.duration_ms,
+        auth: authEnabled(config),
+      });
+    },
+  );
+  const member = joinCluster(config, rt, log);
+  await server.finished; // only stop() shuts the server down
+  return await stopping!;
 }
 
 function launchedByDenoServe(): boolean {
