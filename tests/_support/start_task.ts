@@ -21,7 +21,8 @@ export function startTask(): {
 } {
   const url = new URL("../../deno.json", import.meta.url);
   const task = String(JSON.parse(Deno.readTextFileSync(url)).tasks?.start ?? "");
-  const words = task.split(" ").filter(Boolean);
+  // The command after the last `&&` runs the broker (before it: `deno install` of its packages).
+  const words = task.split("&&").at(-1)!.split(" ").filter(Boolean);
   const env: Record<string, string> = {};
   let i = 0;
   for (; i < words.length; i++) {

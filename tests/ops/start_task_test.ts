@@ -2,8 +2,9 @@
  * The real `deno task start` (deno.json through tools/start.sh): a data dir and a keys file
  * outside `./data`, named by settings or by flags, just work with permissions scoped to them; the
  * broker is the task's own child, so signals reach it and its exit status is the task's; Deno
- * warns of nothing at shutdown; and run by hand without those permissions, the broker names the
- * setting and the fix in one line.
+ * warns of nothing at shutdown; on a fresh clone it installs only the npm packages the broker
+ * imports; and run by hand without those permissions, the broker names the setting and the fix
+ * in one line.
  */
 
 import { assert, assertEquals } from "../_support/assert.ts";
@@ -134,4 +135,40 @@ Deno.test("main.ts without permission for its data dir or keys file says which s
     `ferry: cannot read BROKER_API_KEYS_FILE "/etc/ferry/keys": permission denied by Deno; run ` +
       `with deno task start, or add --allow-read=/etc/ferry/keys`,
   );
+});
+
+/** Copies the repository to `to`, without what a fresh clone lacks (node_modules, data, dist). */
+async function copyClone(from: string, to: string): Promise<void> {
+  for await (const e of Deno.readDir(from)) {
+    if ([".git", "node_modules", "data", "dist"].includes(e.name)) continue;
+    if (e.isDirectory) {
+      await Deno.mkdir(`${to}/${e.name}`);
+      await copyClone(`${from}/${e.name}`, `${to}/${e.name}`);
+    } else if (e.isFile) await Deno.copyFile(`${from}/${e.name}`, `${to}/${e.name}`);
+  }
+}
+
+Deno.test("deno task start on a fresh clone installs only the npm packages main.ts imports", async () => {
+  const clone = await Deno.makeTempDir({ prefix: "ferry-clone-" });
+  try {
+    await copyClone(ROOT.replace(/\/$/, ""), clone);
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["task", "start", "--help"],
+      cwd: clone,
+      env: { NO_COLOR: "1" },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assertEquals(out.code, 0, new TextDecoder().decode(out.stderr));
+    const installed = (await Array.fromAsync(Deno.readDir(`${clone}/node_modules`)))
+      .map((e) => e.name).filter((n) => !n.startsWith(".")).sort();
+    assertEquals(installed, ["prom-client", "swagger-ui-dist"]);
+    assertEquals(
+      await Deno.readTextFile(`${clone}/deno.lock`),
+      await Deno.readTextFile(`${ROOT}/deno.lock`),
+    );
+  } finally {
+    await Deno.remove(clone, { recursive: true });
+  }
 });
