@@ -154,10 +154,7 @@ export async function run(config: Config): Promise<never> {
   const { broker } = rt;
   log.info("recovered", { data_dir: config.dataDir, ...broker.recovery });
 
-  // Bound before "listening" is logged: a signal sent as soon as it is seen must not find the
-  // default action (ending the process at once) still in place.
   let stopping: Promise<never> | undefined;
-  const stop = (signal: string) => stopping ??= shutDown(signal);
   const shutDown = async (signal: string): Promise<never> => {
     const t0 = performance.now();
     log.info("shutting down", { signal });
@@ -175,8 +172,10 @@ export async function run(config: Config): Promise<never> {
     });
     Deno.exit(0);
   };
-  Deno.addSignalListener("SIGTERM", () => stop("SIGTERM"));
-  Deno.addSignalListener("SIGINT", () => stop("SIGINT"));
+  // Bound before "listening" is logged: a signal sent as soon as it is seen must not find the
+  // default action (ending the process at once) still in place.
+  Deno.addSignalListener("SIGTERM", () => stopping ??= shutDown("SIGTERM"));
+  Deno.addSignalListener("SIGINT", () => stopping ??= shutDown("SIGINT"));
   reloadKeysOnHangup(config, rt, log);
 
   const server = listen(
@@ -198,7 +197,7 @@ export async function run(config: Config): Promise<never> {
     },
   );
   const member = joinCluster(config, rt, log);
-  await server.finished; // only stop() shuts the server down
+  await server.finished; // only shutDown() shuts the server down
   return await stopping!;
 }
 
