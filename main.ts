@@ -4,6 +4,7 @@
  */
 
 import { type Config, ConfigError, helpText, loadConfig, SETTINGS } from "./lib/config.ts";
+import { DataDirInUseError } from "./lib/data_dir_lock.ts";
 import { Logger } from "./lib/log.ts";
 import { createHandler } from "./routes/app.ts";
 import {
@@ -11,6 +12,7 @@ import {
   authEnabled,
   joinCluster,
   openRuntime,
+  permissionProblem,
   readKeys,
   type Runtime,
 } from "./runtime.ts";
@@ -19,6 +21,11 @@ import {
 const SHUTDOWN_GRACE_MS = 10_000;
 
 async function start(config: Config, log: Logger): Promise<Runtime> {
+  const denied = permissionProblem(config);
+  if (denied) {
+    console.error(`ferry: ${denied}`);
+    Deno.exit(1);
+  }
   try {
     const rt = await openRuntime(config, log);
     if (authEnabled(config) && rt.keys.size === 0) {
@@ -29,6 +36,10 @@ async function start(config: Config, log: Logger): Promise<Runtime> {
     if (e instanceof ConfigError) {
       console.error(`ferry: ${e.message}`);
       Deno.exit(2);
+    }
+    if (e instanceof DataDirInUseError) {
+      console.error(`ferry: ${e.message}`);
+      Deno.exit(1);
     }
     log.error("cannot start", { error: (e as Error).message });
     console.error(`ferry: cannot start: ${(e as Error).message}`);
@@ -131,12 +142,42 @@ class Listener {
   }
 }
 
-/** Runs the broker until SIGTERM or SIGINT, then shuts down cleanly and exits 0. */
-export async function run(config: Config): Promise<void> {
+/**
+ * Runs the broker until SIGTERM or SIGINT, then shuts down cleanly and exits 0. Never returns:
+ * `deno run` warns "did you mean to run deno serve?" once a module that exports a default
+ * `{ fetch }` (for `deno serve main.ts`) has been evaluated, and this keeps main.ts's evaluation
+ * going until the exit.
+ */
+export async function run(config: Config): Promise<never> {
   const log = new Logger(config.logLevel);
   const rt = await start(config, log);
   const { broker } = rt;
   log.info("recovered", { data_dir: config.dataDir, ...broker.recovery });
+
+  let stopping: Promise<never> | undefined;
+  const shutDown = async (signal: string): Promise<never> => {
+    const t0 = performance.now();
+    log.info("shutting down", { signal });
+    const resigned = member?.close(); // the others elect a new leader at once
+    const drained = broker.drain(); // answers parked consumers, refuses new work, flushes
+    const grace = new Promise<string>((res) => setTimeout(() => res("timeout"), SHUTDOWN_GRACE_MS));
+    const outcome = await Promise.race([server.shutdown().then(() => "ok"), grace]);
+    await drained;
+    await resigned;
+    await broker.close();
+    log.info("stopped", {
+      signal,
+      in_flight_finished: outcome === "ok",
+      duration_ms: Math.round(performance.now() - t0),
+    });
+    Deno.exit(0);
+  };
+  // Bound before "listening" is logged: a signal sent as soon as it is seen must not find the
+  // default action (ending the process at once) still in place.
+  Deno.addSignalListener("SIGTERM", () => stopping ??= shutDown("SIGTERM"));
+  Deno.addSignalListener("SIGINT", () => stopping ??= shutDown("SIGINT"));
+  reloadKeysOnHangup(config, rt, log);
+
   const server = listen(
     config,
     log,
@@ -155,32 +196,9 @@ export async function run(config: Config): Promise<void> {
       });
     },
   );
-  reloadKeysOnHangup(config, rt, log);
   const member = joinCluster(config, rt, log);
-
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    const t0 = performance.now();
-    log.info("shutting down", { signal });
-    const resigned = member?.close(); // the others elect a new leader at once
-    const drained = broker.drain(); // answers parked consumers, refuses new work, flushes
-    const grace = new Promise<string>((res) => setTimeout(() => res("timeout"), SHUTDOWN_GRACE_MS));
-    const outcome = await Promise.race([server.shutdown().then(() => "ok"), grace]);
-    await drained;
-    await resigned;
-    await broker.close();
-    log.info("stopped", {
-      signal,
-      in_flight_finished: outcome === "ok",
-      duration_ms: Math.round(performance.now() - t0),
-    });
-    Deno.exit(0);
-  };
-  Deno.addSignalListener("SIGTERM", () => stop("SIGTERM"));
-  Deno.addSignalListener("SIGINT", () => stop("SIGINT"));
-  await server.finished;
+  await server.finished; // only shutDown() shuts the server down
+  return await stopping!;
 }
 
 function launchedByDenoServe(): boolean {

@@ -93,6 +93,30 @@ export function fetchSender(timeoutMs = WEBHOOK_TIMEOUT_MS): WebhookSend {
   };
 }
 
+/**
+ * What keeps this process from the paths the settings name, as Deno's permissions stand (the
+ * data dir to read and write, the keys file to read): one line naming the setting and the fix,
+ * or undefined when nothing does. `deno task start` grants both (tools/start.sh).
+ */
+export function permissionProblem(config: Config): string | undefined {
+  const denied = (name: "read" | "write", path: string) =>
+    Deno.permissions.querySync({ name, path }).state !== "granted";
+  const dir = config.dataDir;
+  if (dir !== ":memory:") {
+    const verb = denied("read", dir) ? "read" : denied("write", dir) ? "write" : undefined;
+    if (verb) {
+      return `cannot ${verb} BROKER_DATA_DIR "${dir}": permission denied by Deno; run with ` +
+        `deno task start, or add --allow-read=${dir} --allow-write=${dir}`;
+    }
+  }
+  const keys = config.apiKeysFile;
+  if (keys && denied("read", keys)) {
+    return `cannot read BROKER_API_KEYS_FILE "${keys}": permission denied by Deno; run with ` +
+      `deno task start, or add --allow-read=${keys}`;
+  }
+  return undefined;
+}
+
 /** Reads the keys, opens the broker (replaying its WALs) and attaches the metrics. */
 export async function openRuntime(
   config: Config,

@@ -11,6 +11,7 @@ import { Alarm } from "./alarm.ts";
 import { Compactor } from "./compactor.ts";
 import { type Config, VERSION } from "./config.ts";
 import { Consumers } from "./consumers.ts";
+import { DataDirLock } from "./data_dir_lock.ts";
 import type { BrokerContext, EffectiveSettings } from "./context.ts";
 import * as deliveries from "./deliveries.ts";
 import * as groups from "./groups.ts";
@@ -84,6 +85,7 @@ export class Broker implements BrokerContext {
   /** Rings the sweep at the earliest deadline (alarm.ts); idle unless `tick`. */
   readonly #alarm: Alarm;
   #closed = false;
+  #lock: DataDirLock | undefined;
   readonly #onDrain = new Set<() => void>();
   /** Stable id of this node, kept in the data dir (a new one per process with `:memory:`). */
   nodeId = "";
@@ -132,25 +134,45 @@ export class Broker implements BrokerContext {
     );
   }
 
-  /** Opens the data dir, replays every WAL file, and starts the sweep timer. */
+  /**
+   * Locks the data dir, replays every WAL file, and starts the sweep timer. Throws
+   * DataDirInUseError, having read no WAL file, when another broker holds the data dir.
+   */
   static async open(config: Config, opts: OpenOptions = {}): Promise<Broker> {
-    const b = new Broker(config, opts);
-    if (config.dataDir !== ":memory:") {
-      const { topics, report } = await recover({
-        dataDir: config.dataDir,
-        now: b.now(),
-        log: b.log,
-        memory: b.memory,
-        diskPayloadMin: b.#topics.diskPayloadMin,
-        openWal: (name, size, replayed) => b.#topics.openWal(name, { size, replayed }),
-      });
-      for (const t of topics) b.#topics.add(t);
-      for (const t of topics) b.pushers?.sync(t);
-      b.recovery = report;
+    const lock = config.dataDir === ":memory:"
+      ? undefined
+      : await DataDirLock.acquire(config.dataDir);
+    try {
+      const b = new Broker(config, opts);
+      b.#lock = lock;
+      if (config.dataDir !== ":memory:") {
+        const { topics, report } = await recover({
+          dataDir: config.dataDir,
+          now: b.now(),
+          log: b.log,
+          memory: b.memory,
+          diskPayloadMin: b.#topics.diskPayloadMin,
+          openWal: (name, size, replayed) => b.#topics.openWal(name, { size, replayed }),
+        });
+        for (const t of topics) b.#topics.add(t);
+        for (const t of topics) b.pushers?.sync(t);
+        b.recovery = report;
+      }
+      b.nodeId = await loadNodeId(config.dataDir);
+      if (opts.tick ?? !opts.clock) b.#alarm.start();
+      return b;
+    } catch (e) {
+      await lock?.release();
+      throw e;
     }
-    b.nodeId = await loadNodeId(config.dataDir);
-    if (opts.tick ?? !opts.clock) b.#alarm.start();
-    return b;
+  }
+
+  /**
+   * The data dir's lock, held from before replay until close (none with `:memory:`). A test
+   * that abandons a broker as if its process died releases it, as the kernel would.
+   */
+  get dataDirLock(): DataDirLock | undefined {
+    return this.#lock;
   }
 
   get version(): string {
@@ -443,7 +465,10 @@ export class Broker implements BrokerContext {
     await Promise.allSettled([...this.#topics.values()].map((t) => t.wal.barrier()));
   }
 
-  /** Flushes and closes every WAL and stops the timer. Safe to call twice. */
+  /**
+   * Flushes and closes every WAL, stops the timer, and then gives up the data dir's lock, so
+   * another broker may open it. Safe to call twice.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -452,6 +477,10 @@ export class Broker implements BrokerContext {
     for (const t of this.#topics.values()) this.consumers.release(t);
     this.feed.closeAll();
     this.#drained();
-    await this.#topics.close();
+    try {
+      await this.#topics.close();
+    } finally {
+      await this.#lock?.release();
+    }
   }
 }

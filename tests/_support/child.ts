@@ -1,11 +1,11 @@
 /**
  * Test support: `main.ts` as a child process, for what only a real process shows (SIGKILL,
  * SIGTERM, start-up failures, descriptor limits): spawned and always stopped, run to its exit,
- * and its stderr log read as JSON lines. It runs with the `start` task's permissions, so the
- * tests exercise production's permission set.
+ * and its stderr log read as JSON lines. It runs through the `start` task's launcher with its
+ * permissions, so the tests exercise production's permission set.
  */
 
-import { startTaskPermissions } from "./start_task.ts";
+import { startTaskCommand, startTaskPermissions } from "./start_task.ts";
 
 /** The broker's entry point. */
 export const MAIN = new URL("../../main.ts", import.meta.url).pathname;
@@ -41,11 +41,11 @@ export async function readLines(
 }
 
 /**
- * The `deno` arguments that run main.ts on `dataDir`, before main.ts's own flags: the start
- * task's permissions, for that data dir and the files in `read`.
+ * The command that runs main.ts with `args` as the start task does: through its launcher, which
+ * grants the data dir and keys file that `args` and the environment name, with its permissions.
  */
-function runArgs(dataDir: string, read: string[]): string[] {
-  return ["run", ...startTaskPermissions(dataDir, read), MAIN];
+function runCommand(args: string[]): { cmd: string; args: string[] } {
+  return startTaskCommand(["run", ...startTaskPermissions(), MAIN, ...args]);
 }
 
 export interface ChildBroker {
@@ -69,30 +69,21 @@ export interface ChildBroker {
 
 /**
  * Spawns `main.ts` as its own process on a free port and resolves once it logs "listening".
- * The caller kills it; the data dir is the caller's too. `read` names files besides the data
- * dir the broker reads (a keys file).
+ * The caller kills it; the data dir is the caller's too.
  */
 export async function spawnBroker(
   opts: {
     dataDir: string;
     env?: Record<string, string>;
     args?: string[];
-    read?: string[];
     /** Open files the process may hold (through util-linux `prlimit`). */
     fdLimit?: number;
   },
 ): Promise<ChildBroker> {
-  const run = [
-    ...runArgs(opts.dataDir, opts.read ?? []),
-    "--port",
-    "0",
-    "--data-dir",
-    opts.dataDir,
-    ...(opts.args ?? []),
-  ];
+  const run = runCommand(["--port", "0", "--data-dir", opts.dataDir, ...(opts.args ?? [])]);
   const [cmd, args] = opts.fdLimit === undefined
-    ? [Deno.execPath(), run]
-    : ["prlimit", [`--nofile=${opts.fdLimit}`, Deno.execPath(), ...run]];
+    ? [run.cmd, run.args]
+    : ["prlimit", [`--nofile=${opts.fdLimit}`, run.cmd, ...run.args]];
   const process = new Deno.Command(cmd, {
     args,
     env: { NO_COLOR: "1", ...opts.env },
@@ -215,15 +206,11 @@ export async function withDataDir(fn: (dir: string) => Promise<void>): Promise<v
  * fails the test instead of hanging it.
  */
 export async function runMain(
-  opts: { dataDir: string; args?: string[]; env?: Record<string, string>; read?: string[] },
+  opts: { dataDir: string; args?: string[]; env?: Record<string, string> },
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const proc = new Deno.Command(Deno.execPath(), {
-    args: [
-      ...runArgs(opts.dataDir, opts.read ?? []),
-      "--data-dir",
-      opts.dataDir,
-      ...(opts.args ?? []),
-    ],
+  const run = runCommand(["--data-dir", opts.dataDir, ...(opts.args ?? [])]);
+  const proc = new Deno.Command(run.cmd, {
+    args: run.args,
     env: { NO_COLOR: "1", ...opts.env },
     stdin: "null",
     stdout: "piped",

@@ -1,33 +1,42 @@
 /**
  * The `start` task of deno.json read apart, so tests, benchmarks and soak runs start the broker
- * the way `deno task start` does: its leading `NAME=value` words (the malloc settings), its
- * `--v8-flags=…` and its permission flags.
+ * the way `deno task start` does: its leading `NAME=value` words (the malloc settings), the
+ * launcher it runs `deno` through (tools/start.sh, which grants the data dir and the keys file),
+ * its `--v8-flags=…` and its permission flags.
  */
 
-/** The data dir the start task's permissions name. */
-const TASK_DATA_DIR = "./data";
+/** The repository's root, where the task runs. */
+const ROOT = new URL("../../", import.meta.url).pathname;
 /** The dashboard's files as the start task names them (relative to the repository root). */
 const TASK_STATIC_DIR = "./static";
 /** The same folder as an absolute path, so a child started from any directory may read it. */
 const STATIC_DIR = new URL("../../static", import.meta.url).pathname;
 
-/** The environment, V8 flags and permission flags of the `start` task. */
+/** The environment, launcher, V8 flags and permission flags of the `start` task. */
 export function startTask(): {
   env: Record<string, string>;
+  launcher: string[];
   v8Flags: string[];
   permissions: string[];
 } {
   const url = new URL("../../deno.json", import.meta.url);
   const task = String(JSON.parse(Deno.readTextFileSync(url)).tasks?.start ?? "");
-  const words = task.split(" ").filter(Boolean);
+  // The command after the last `&&` runs the broker (before it: `deno install` of its packages).
+  const words = task.split("&&").at(-1)!.split(" ").filter(Boolean);
   const env: Record<string, string> = {};
-  for (const w of words) {
-    const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(w);
+  let i = 0;
+  for (; i < words.length; i++) {
+    const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(words[i]!);
     if (!m) break;
     env[m[1]!] = m[2]!;
   }
+  const launcher: string[] = [];
+  for (; i < words.length && words[i] !== "deno"; i++) {
+    launcher.push(words[i]!.includes("/") ? ROOT + words[i] : words[i]!);
+  }
   return {
     env,
+    launcher,
     v8Flags: words.filter((w) => w.startsWith("--v8-flags=")),
     permissions: words.filter((w) => /^--(allow|deny)-/.test(w)),
   };
@@ -44,41 +53,24 @@ export function startTaskEnv(): Record<string, string> {
 }
 
 /**
- * The start task's permission flags for a broker on `dataDir`: its `./data` becomes `dataDir`
- * (a `:memory:` broker gets no data files at all), `./static` the repository's `static/`, and
- * `read` (a keys file) joins what it may read. So a spawned broker runs with production's
- * permissions, not `-A`.
+ * The start task's permission flags, its `./static` made the repository's `static/` so a child
+ * may start from any directory. The launcher adds the data dir and the keys file.
  */
-export function startTaskPermissions(dataDir: string, read: string[] = []): string[] {
-  if ([dataDir, ...read].some((p) => p.includes(","))) {
-    throw new Error(`a path in a permission list cannot hold a comma: ${[dataDir, ...read]}`);
-  }
-  const flags: string[] = [];
-  let readAdded = read.length === 0;
-  for (const flag of startTask().permissions) {
+export function startTaskPermissions(): string[] {
+  return startTask().permissions.map((flag) => {
     const eq = flag.indexOf("=");
-    if (eq < 0) {
-      flags.push(flag);
-      if (flag === "--allow-read") readAdded = true; // reads everything already
-      continue;
-    }
-    const name = flag.slice(0, eq);
-    const list = flag.slice(eq + 1).split(",").flatMap((v) =>
-      v === TASK_STATIC_DIR
-        ? [STATIC_DIR]
-        : v !== TASK_DATA_DIR
-        ? [v]
-        : dataDir === ":memory:"
-        ? []
-        : [dataDir]
-    );
-    if (name === "--allow-read" && !readAdded) {
-      list.push(...read);
-      readAdded = true;
-    }
-    // An empty list would read as the bare flag, which allows everything: leave it out.
-    if (list.length) flags.push(`${name}=${list.join(",")}`);
-  }
-  if (!readAdded) flags.push(`--allow-read=${read.join(",")}`);
-  return flags;
+    if (eq < 0) return flag;
+    const list = flag.slice(eq + 1).split(",").map((v) => v === TASK_STATIC_DIR ? STATIC_DIR : v);
+    return `${flag.slice(0, eq)}=${list.join(",")}`;
+  });
+}
+
+/**
+ * The command that runs `deno <denoArgs>` as the start task does: through its launcher, with
+ * this Deno. The launcher `exec`s Deno, so the child's pid is the broker's.
+ */
+export function startTaskCommand(denoArgs: string[]): { cmd: string; args: string[] } {
+  const [cmd, ...launcher] = startTask().launcher;
+  if (!cmd) return { cmd: Deno.execPath(), args: denoArgs };
+  return { cmd, args: [...launcher, Deno.execPath(), ...denoArgs] };
 }

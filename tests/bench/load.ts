@@ -88,7 +88,7 @@
  */
 
 import { parseLogLine, readLines } from "../_support/child.ts";
-import { startTask, startTaskPermissions } from "../_support/start_task.ts";
+import { startTask, startTaskCommand, startTaskPermissions } from "../_support/start_task.ts";
 import { startEtcd } from "../_support/etcd.ts";
 import { runChaos } from "../cluster/chaos.ts";
 import { Broker, type Handed } from "../../lib/broker.ts";
@@ -260,20 +260,29 @@ const BROKER_RUNTIME_ENV: Record<string, string> = (() => {
 
 /**
  * Spawns a Deno script that logs JSON lines on stderr; resolves at its "listening" line.
- * `permissions` are its permission flags (a broker gets the start task's).
+ * `permissions` are its permission flags (a broker gets the start task's, and its launcher).
  */
 async function spawnServer(
   script: string,
   args: string[],
   permissions: string[],
   denoFlags: string[] = [],
-  timeoutMs = 120_000,
+  launch = (denoArgs: string[]) => ({ cmd: Deno.execPath(), args: denoArgs }),
 ): Promise<Server> {
+  const timeoutMs = 120_000;
   const t0 = performance.now();
   let inspector: string | undefined;
+  const command = launch([
+    "run",
+    ...permissions,
+    ...BROKER_RUNTIME_FLAGS,
+    ...denoFlags,
+    script,
+    ...args,
+  ]);
   const proc = track(
-    new Deno.Command(Deno.execPath(), {
-      args: ["run", ...permissions, ...BROKER_RUNTIME_FLAGS, ...denoFlags, script, ...args],
+    new Deno.Command(command.cmd, {
+      args: command.args,
       env: {
         ...BROKER_RUNTIME_ENV,
         NO_COLOR: "1",
@@ -361,8 +370,9 @@ function startBroker(
       String(maxQueue),
       ...args,
     ],
-    startTaskPermissions(dataDir),
+    startTaskPermissions(),
     denoFlags,
+    startTaskCommand,
   );
 }
 

@@ -83,7 +83,14 @@ Deno.test("recover() skips invalid names and removes leftovers of interrupted re
   assertEquals(report.topics, 1);
   const left = [];
   for await (const e of Deno.readDir(dir)) left.push(e.name);
-  assertEquals(left.sort(), ["bad name.wal", "folder.wal", "node_id", "notes.txt", "ok.wal"]);
+  assertEquals(left.sort(), [
+    "bad name.wal",
+    "ferry.lock",
+    "folder.wal",
+    "node_id",
+    "notes.txt",
+    "ok.wal",
+  ]);
   assertEquals(lines.length, 1);
   assertEquals(JSON.parse(lines[0]!).file, "bad name.wal");
   close();

@@ -168,7 +168,9 @@ Deno.test({
   answered.then(() => answeredYet = true);
   await settle();
   assertEquals([c.events.length, answeredYet], [0, false]);
-  // The process dies here (it is abandoned, never closed): the write never reached the disk.
+  // The process dies here (it is abandoned, never closed): the write never reached the disk,
+  // and the kernel drops the data dir's lock.
+  await t.broker.dataDirLock?.release();
 
   const after = await open({ dataDir });
   assertEquals(after.broker.findTopic("jobs")?.messages.size, 0, "the lost write is gone");
