@@ -90,7 +90,12 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
       const target = requestTarget(req);
       path = target.path;
       if (broker.draining && path !== DRAIN_EXEMPT) {
-        throw new BrokerError("draining", "The broker is draining; retry on another node");
+        throw new BrokerError(
+          "draining",
+          broker.cluster
+            ? "The broker is draining; retry on another node"
+            : "The broker is draining (stopping); retry once it has restarted",
+        );
       }
       const m = router.match(req.method, path);
       if (!m) {
