@@ -246,6 +246,7 @@ contractTest("topics, groups, queues, redrive, purge and delete", async () => {
     expect(await call("DELETE", "/api/queues/delete?queue=billing"), 200);
     expect(await call("DELETE", "/api/queues/delete?queue=billing"), 404, "not_found");
     expect(await call("DELETE", "/api/queues/delete"), 400, "invalid_name");
+    expect(await call("GET", "/api/topics?all=1"), 400, "bad_request");
   });
 });
 
