@@ -13,7 +13,7 @@ import { durationIn, json, jsonText, optString } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
 import { isoTime, messagesText, messageText, requeuedJson } from "./wire.ts";
 import type { BatchAckAnswer, TouchAnswer } from "../protocol/wire.ts";
-import { schemaRef } from "../protocol/schemas.ts";
+import { schemaRef, SCHEMAS } from "../protocol/schemas.ts";
 import {
   boolQuery,
   durationQuery,
@@ -203,8 +203,10 @@ const REQUEUE_DOC: RouteDoc = {
   operationId: "requeue",
   summary: "Requeue a message",
   description: "Gives a delivered message back with `retry_count` + 1; the third requeue moves " +
-    "it to `{topic}.dlq`. The body is the Message as consumed: only `id`, `topic` and `group` " +
-    "are read. `reason` and `delay` may come as query parameters or body fields.",
+    "it to `{topic}.dlq`. The body is a Message as Ferry returned it (consume, peek, the " +
+    "stream, the WebSocket, the in-flight list), whole: of its fields only `id`, `topic`, " +
+    "`group` and `reason` are read, the broker's own copy counts for the rest. `reason` and " +
+    "`delay` may come as query parameters or body fields. A field no Message has is refused.",
   tag: "Messages",
   params: [
     GROUP_QUERY,
@@ -222,14 +224,16 @@ const REQUEUE_DOC: RouteDoc = {
     schema: {
       type: "object",
       properties: {
+        // Every field Ferry puts in a Message (the in-flight list adds `lease_ends_at`).
+        ...SCHEMAS.InFlightItem.properties,
         id: { type: "string" },
         topic: TOPIC_NAME,
         group: GROUP_NAME,
-        reason: { type: "string" },
+        reason: { type: "string", description: "Why; kept on the message, shown in the DLQ." },
         delay: durationSchema(MAX_TIME_MS),
       },
       required: ["id"],
-      additionalProperties: true,
+      additionalProperties: false,
     },
   },
   ok: { 200: { description: "Requeued or dead-lettered.", json: "RequeueAnswer" } },
