@@ -79,7 +79,7 @@ async function ackOne(_req: Request, ctx: Ctx): Promise<Response> {
 
 async function ackBatch(req: Request, ctx: Ctx): Promise<Response> {
   const topic = checkName(ctx.params.topic ?? "", "topic");
-  const body = await readJson(req);
+  const body = await readJson(req, ctx.accepts);
   const ids = body.ids;
   if (!Array.isArray(ids) || ids.length === 0 || ids.some((id) => typeof id !== "string")) {
     throw new BrokerError("invalid_parameter", 'Expected "ids": a non-empty array of message ids');
@@ -95,7 +95,7 @@ async function ackBatch(req: Request, ctx: Ctx): Promise<Response> {
 }
 
 async function requeue(req: Request, ctx: Ctx): Promise<Response> {
-  const body = await readJson(req);
+  const body = await readJson(req, ctx.accepts);
   const id = optString(body, "id");
   const topic = optString(body, "topic") ?? ctx.query.str("topic");
   if (!id) throw new BrokerError("bad_request", 'Missing "id": send the Message object to requeue');
@@ -183,6 +183,7 @@ const ACK_BATCH_DOC: RouteDoc = {
         group: { ...GROUP_NAME, description: "The group, when `?group=` is not given." },
       },
       required: ["ids"],
+      additionalProperties: false,
     },
   },
   ok: { 200: { description: "What was acked; unknown ids are listed.", json: "BatchAckAnswer" } },

@@ -21,7 +21,7 @@ export interface Ctx {
   metrics: Metrics;
   params: Record<string, string>;
   query: Query;
-  /** The query parameters the route accepts (routes/accepts.ts). */
+  /** The query parameters and JSON body fields the route accepts (routes/accepts.ts). */
   accepts: Accepts;
   requestId: string;
   /** Requests being served right now, this one included. */

@@ -1,7 +1,8 @@
 /**
- * Unknown query parameters are refused (routes/accepts.ts): the misspellings that used to pass
- * silently, then the whole route table — every route refuses an unknown query parameter, naming
- * what it accepts, which is exactly what its documentation (and so GET /openapi.json) lists.
+ * Unknown query parameters and JSON body fields are refused (routes/accepts.ts): the three
+ * misspellings that used to pass silently, then the whole route table — every route refuses an
+ * unknown query parameter, every JSON-body route an unknown field, each naming what it accepts,
+ * which is exactly what its documentation (and so GET /openapi.json) lists.
  */
 
 import { assert, assertEquals } from "../_support/assert.ts";
@@ -12,7 +13,7 @@ import { defaultConfig } from "../../lib/config.ts";
 import { createHandler, ROUTES } from "../../routes/app.ts";
 import { takesQueryKey } from "../../routes/auth.ts";
 import { openApiPath } from "../../routes/openapi.ts";
-import type { Param } from "../../routes/route_doc.ts";
+import type { Param, Schema } from "../../routes/route_doc.ts";
 import type { Route } from "../../routes/router.ts";
 
 const UNKNOWN = "zz_unknown";
@@ -53,6 +54,17 @@ function documentedQuery(r: Route): string[] {
 /** The query parameters a route must accept: its documented ones, and `api_key` where auth reads it. */
 function acceptedQuery(r: Route): string[] {
   return [...documentedQuery(r), ...(takesQueryKey(r) ? ["api_key"] : [])];
+}
+
+/** `?name=value&…` of the required query parameters of a route (so its handler gets to the body). */
+function requiredQuery(r: Route): string {
+  const required = (r.doc?.params ?? []).filter((p) => p.in === "query" && p.required);
+  return required.map((p) => `${p.name}=${encodeURIComponent(example(p))}`).join("&");
+}
+
+/** The object schema of a JSON body: the body's own, or its items' for an array body. */
+function objectSchema(body: Schema): Json {
+  return body.type === "array" ? body.items : body;
 }
 
 /** The names listed after "accepted: " in a refusal's detail ([] for "it takes none"). */
@@ -141,6 +153,21 @@ Deno.test("GET /consume/t?grup=x is 400 bad_request naming grup and suggesting g
   });
 });
 
+Deno.test('POST /api/topics {"retention":"1h"} is 400 naming retention and listing retain', async () => {
+  await withBroker({}, async (ctx) => {
+    const res = await ctx.call("POST", "/api/topics", { json: { name: "x", retention: "1h" } });
+    assertProblem(res, 400, "bad_request");
+    assertEquals(
+      res.body.detail,
+      'Unknown field "retention" in the JSON body of POST /api/topics; accepted: name, policy, ' +
+        "retain, visibility, max_messages, max_bytes",
+    );
+    assertProblem(await ctx.call("GET", "/api/topics/x"), 404, "not_found");
+    const ok = await ctx.call("POST", "/api/topics", { json: { name: "x", retain: "1h" } });
+    assertEquals([ok.status, ok.body.retain], [201, "1h"], JSON.stringify(ok.body));
+  });
+});
+
 function routeOf(method: string, pattern: string): Route {
   const r = ROUTES.find((r) => r.method === method && r.pattern === pattern);
   assert(r, `${method} ${pattern} is in ROUTES`);
@@ -190,5 +217,68 @@ Deno.test("api_key where auth does not read it is refused with where the key goe
     assertEquals([res.status, res.body.code], [400, "bad_request"]);
     assertStringIncludes(res.body.detail, 'Unknown query parameter "api_key"');
     assertStringIncludes(res.body.detail, "Authorization: Bearer");
+  });
+});
+
+Deno.test("every JSON-body route documents a closed object (additionalProperties: false)", () => {
+  for (const r of ROUTES) {
+    if (r.doc?.body?.kind !== "json") continue;
+    const s = objectSchema(r.doc.body.schema);
+    assertEquals(s.type, "object", label(r));
+    assertEquals(s.additionalProperties, false, `${label(r)}: close its body schema`);
+  }
+});
+
+Deno.test("every JSON-body route refuses an unknown field: 400 bad_request naming it and the fields it takes", async () => {
+  await withHandler(async (send) => {
+    const wrong: string[] = [];
+    let routes = 0;
+    for (const r of ROUTES) {
+      if (r.doc?.body?.kind !== "json") continue;
+      routes++;
+      const array = r.doc.body.schema.type === "array";
+      const body = JSON.stringify(array ? [{ [UNKNOWN]: 1 }] : { [UNKNOWN]: 1 });
+      const q = requiredQuery(r);
+      const res = await send(r.method, `${pathOf(r)}${q ? `?${q}` : ""}`, {
+        body,
+        headers: { "content-type": "application/json" },
+      });
+      const detail = String(res.body?.detail ?? "");
+      if (
+        res.status !== 400 || res.body?.code !== "bad_request" ||
+        !detail.includes(`nknown field "${UNKNOWN}"`)
+      ) {
+        wrong.push(`${label(r)}: ${res.status} ${detail}`);
+        continue;
+      }
+      const fields = Object.keys(objectSchema(r.doc.body.schema).properties);
+      if (listed(detail).join() !== fields.join()) {
+        wrong.push(`${label(r)} lists ${listed(detail)}, documents ${fields}`);
+      }
+    }
+    assert(routes >= 9, `only ${routes} JSON-body routes found`);
+    assertEquals(wrong, []);
+  });
+});
+
+Deno.test("every documented JSON body field is accepted", async () => {
+  await withHandler(async (send) => {
+    const wrong: string[] = [];
+    for (const r of ROUTES) {
+      if (r.doc?.body?.kind !== "json") continue;
+      const array = r.doc.body.schema.type === "array";
+      const fields = Object.keys(objectSchema(r.doc.body.schema).properties);
+      for (const field of fields) {
+        const one = { [field]: null };
+        const q = requiredQuery(r);
+        const res = await send(r.method, `${pathOf(r)}${q ? `?${q}` : ""}`, {
+          body: JSON.stringify(array ? [one] : one),
+          headers: { "content-type": "application/json" },
+        });
+        const detail = String(res.body?.detail ?? "");
+        if (/nknown field/.test(detail)) wrong.push(`${label(r)} "${field}": ${detail}`);
+      }
+    }
+    assertEquals(wrong, []);
   });
 });

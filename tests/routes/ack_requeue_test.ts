@@ -152,6 +152,24 @@ Deno.test("POST /requeue takes back every Message Ferry returned, whole, with ev
   });
 });
 
+Deno.test("POST /requeue with a field no Message has is 400 bad_request; the message stays in flight", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "rqx", "x");
+    const m = await consume(ctx, "rqx");
+    const res = await ctx.call("POST", "/requeue", { json: { ...m, resason: "typo" } });
+    assertProblem(res, 400, "bad_request");
+    assert(
+      res.body.detail.startsWith('Unknown field "resason" in the JSON body of POST /requeue'),
+      res.body.detail,
+    );
+    for (const f of ["payload", "lease_ends_at", "reason", "delay"]) {
+      assert(res.body.detail.includes(f), `${f} is listed as accepted: ${res.body.detail}`);
+    }
+    const held = await ctx.call("GET", "/api/queues/inflight?queue=rqx");
+    assertEquals(held.body.map((i: Json) => [i.id, i.retry_count]), [[m.id, 0]]);
+  });
+});
+
 Deno.test("POST /requeue the 3rd time dead-letters into {topic}.dlq", async () => {
   await withBroker({}, async (ctx) => {
     const p = await publish(ctx, "jobs", "poison");
