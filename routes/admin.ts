@@ -1,4 +1,4 @@
-/** Topics, groups, redrive, purge, delete, and the queue listing. */
+/** Topics (create, read, delete), groups, redrive, purge, delete, and the queue listing. */
 
 import { MAX_TIME_MS, MAX_VISIBILITY_MS } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
@@ -109,6 +109,13 @@ async function remove(_req: Request, ctx: Ctx): Promise<Response> {
   const queue = queueParam(ctx.query);
   await ctx.broker.deleteTopic(queue);
   return json({ queue, deleted: true });
+}
+
+/** DELETE /api/topics/{name}: the REST form of DELETE /api/queues/delete, the same answer. */
+async function deleteTopic(_req: Request, ctx: Ctx): Promise<Response> {
+  const name = checkName(ctx.params.name ?? "", "topic");
+  await ctx.broker.deleteTopic(name);
+  return json({ queue: name, deleted: true });
 }
 
 const CREATE_TOPIC_DOC: RouteDoc = {
@@ -246,9 +253,20 @@ const PURGE_DOC: RouteDoc = {
 const DELETE_DOC: RouteDoc = {
   operationId: "deleteTopic",
   summary: "Delete a topic",
-  description: "Deletes the topic, its messages, groups, webhooks and WAL file.",
+  description: "Deletes the topic, its messages, groups, webhooks and WAL file " +
+    "(`DELETE /api/topics/{name}` does the same).",
   tag: "Topics",
   params: [QUEUE_QUERY],
+  ok: { 200: jsonAnswer("Deleted.", "DeleteAnswer") },
+  errors: ["not_found"],
+};
+
+const DELETE_TOPIC_DOC: RouteDoc = {
+  operationId: "deleteTopicByName",
+  summary: "Delete a topic",
+  description: "Deletes the topic, its messages, groups, webhooks and WAL file, as " +
+    "`DELETE /api/queues/delete?queue=` does, with the same answer.",
+  tag: "Topics",
   ok: { 200: jsonAnswer("Deleted.", "DeleteAnswer") },
   errors: ["not_found"],
 };
@@ -274,6 +292,13 @@ export const adminRoutes: Route[] = [
     scope: "admin",
     handler: readTopic,
     doc: READ_TOPIC_DOC,
+  },
+  {
+    method: "DELETE",
+    pattern: "/api/topics/:name",
+    scope: "admin",
+    handler: deleteTopic,
+    doc: DELETE_TOPIC_DOC,
   },
   {
     method: "POST",

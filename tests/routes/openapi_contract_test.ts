@@ -252,6 +252,8 @@ contractTest("topics, groups, queues, redrive, purge and delete", async () => {
       400,
       "bad_request",
     );
+    expect(await call("DELETE", "/api/topics/jobs"), 200);
+    expect(await call("DELETE", "/api/topics/jobs"), 404, "not_found");
   });
 });
 
