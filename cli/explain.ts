@@ -12,7 +12,7 @@ const ADVICE: Partial<Record<string, string>> = {
   unauthorized: "set FERRY_API_KEY or pass --api-key",
   forbidden: "use an API key with the scope this command needs",
   queue_empty: "publish first, or wait for one with --wait 30s",
-  draining: "the broker is draining; restart it or use another node",
+  draining: "only a restart of the broker ends a drain",
   electing: "the cluster is electing a leader; retry in a second",
   queue_full: "consume some messages or retry later",
   memory_full: "consume some messages or retry later",

@@ -1,10 +1,11 @@
-/** Topics, groups, redrive, purge, delete, and the queue listing. */
+/** Topics (create, read, delete), groups, redrive, purge, delete, and the queue listing. */
 
 import { MAX_TIME_MS, MAX_VISIBILITY_MS } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
 import type { Policy } from "../lib/wal_record.ts";
 import { durationIn, json, needString, optString, parseIntIn, queueParam } from "./http.ts";
+import type { Accepts } from "./accepts.ts";
 import { readJson, readOptionalJson } from "./body.ts";
 import type { Ctx, Route } from "./router.ts";
 import { groupJson, queueJson, topicJson } from "./wire.ts";
@@ -20,7 +21,7 @@ import {
 } from "./route_doc.ts";
 
 async function createTopic(req: Request, ctx: Ctx): Promise<Response> {
-  const body = await readJson(req);
+  const body = await readJson(req, ctx.accepts);
   const name = checkName(needString(body, "name"), "topic");
   const policy = optString(body, "policy") ?? "reject";
   if (policy !== "reject" && policy !== "drop-oldest") {
@@ -63,7 +64,7 @@ function readTopic(_req: Request, ctx: Ctx): Response {
 }
 
 async function createGroup(req: Request, ctx: Ctx): Promise<Response> {
-  const body = await readJson(req);
+  const body = await readJson(req, ctx.accepts);
   const topic = checkName(needString(body, "topic"), "topic");
   const group = checkName(needString(body, "group"), "group");
   return json(groupJson(topic, await ctx.broker.createGroup(topic, group)), 201);
@@ -83,14 +84,14 @@ function listQueues(_req: Request, ctx: Ctx): Response {
 /** Redrives the whole DLQ, or with a body `{"ids":[…]}` only those messages. */
 async function redrive(req: Request, ctx: Ctx): Promise<Response> {
   const queue = queueParam(ctx.query);
-  const ids = await optionalIds(req);
+  const ids = await optionalIds(req, ctx.accepts);
   const { topic, source, moved } = await ctx.broker.redrive(queue, ids);
   return json({ queue: topic, source, moved });
 }
 
 /** The `ids` of an optional JSON body: undefined without a body. */
-async function optionalIds(req: Request): Promise<string[] | undefined> {
-  const body = await readOptionalJson(req);
+async function optionalIds(req: Request, accepts: Accepts): Promise<string[] | undefined> {
+  const body = await readOptionalJson(req, accepts);
   if (!body) return undefined;
   const ids = body.ids;
   if (!Array.isArray(ids) || ids.some((id) => typeof id !== "string")) {
@@ -108,6 +109,13 @@ async function remove(_req: Request, ctx: Ctx): Promise<Response> {
   const queue = queueParam(ctx.query);
   await ctx.broker.deleteTopic(queue);
   return json({ queue, deleted: true });
+}
+
+/** DELETE /api/topics/{name}: the REST form of DELETE /api/queues/delete, the same answer. */
+async function deleteTopic(_req: Request, ctx: Ctx): Promise<Response> {
+  const name = checkName(ctx.params.name ?? "", "topic");
+  await ctx.broker.deleteTopic(name);
+  return json({ queue: name, deleted: true });
 }
 
 const CREATE_TOPIC_DOC: RouteDoc = {
@@ -143,6 +151,7 @@ const CREATE_TOPIC_DOC: RouteDoc = {
         max_bytes: { type: "integer", minimum: 1, description: "Payload bytes held at most." },
       },
       required: ["name"],
+      additionalProperties: false,
     },
   },
   ok: { 201: jsonAnswer("Created.", "Topic") },
@@ -185,6 +194,7 @@ const CREATE_GROUP_DOC: RouteDoc = {
       type: "object",
       properties: { topic: TOPIC_NAME, group: { ...GROUP_NAME, minLength: 1 } },
       required: ["topic", "group"],
+      additionalProperties: false,
     },
   },
   ok: { 201: jsonAnswer("Created.", "Group") },
@@ -223,6 +233,7 @@ const REDRIVE_DOC: RouteDoc = {
       type: "object",
       properties: { ids: { type: "array", items: { type: "string" } } },
       required: ["ids"],
+      additionalProperties: false,
     },
   },
   ok: { 200: jsonAnswer("Moved.", "RedriveAnswer") },
@@ -242,9 +253,20 @@ const PURGE_DOC: RouteDoc = {
 const DELETE_DOC: RouteDoc = {
   operationId: "deleteTopic",
   summary: "Delete a topic",
-  description: "Deletes the topic, its messages, groups, webhooks and WAL file.",
+  description: "Deletes the topic, its messages, groups, webhooks and WAL file " +
+    "(`DELETE /api/topics/{name}` does the same).",
   tag: "Topics",
   params: [QUEUE_QUERY],
+  ok: { 200: jsonAnswer("Deleted.", "DeleteAnswer") },
+  errors: ["not_found"],
+};
+
+const DELETE_TOPIC_DOC: RouteDoc = {
+  operationId: "deleteTopicByName",
+  summary: "Delete a topic",
+  description: "Deletes the topic, its messages, groups, webhooks and WAL file, as " +
+    "`DELETE /api/queues/delete?queue=` does, with the same answer.",
+  tag: "Topics",
   ok: { 200: jsonAnswer("Deleted.", "DeleteAnswer") },
   errors: ["not_found"],
 };
@@ -270,6 +292,13 @@ export const adminRoutes: Route[] = [
     scope: "admin",
     handler: readTopic,
     doc: READ_TOPIC_DOC,
+  },
+  {
+    method: "DELETE",
+    pattern: "/api/topics/:name",
+    scope: "admin",
+    handler: deleteTopic,
+    doc: DELETE_TOPIC_DOC,
   },
   {
     method: "POST",

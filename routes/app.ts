@@ -1,11 +1,14 @@
 /**
  * createHandler(broker): request ids, the drain gate, the route table, the hook where auth
- * checks a request before its route, and the one place errors become problem responses.
+ * checks a request before its route, the refusal of unknown query parameters, and the one place
+ * errors become problem responses.
  */
 
 import type { Broker } from "../lib/broker.ts";
 import { BrokerError } from "../lib/errors.ts";
 import type { Logger } from "../lib/log.ts";
+import { acceptsOf, checkQuery } from "./accepts.ts";
+import { takesQueryKey } from "./auth.ts";
 import { cancelStalledReads } from "./body.ts";
 import { problem, Query } from "./http.ts";
 import { Metrics } from "./metrics.ts";
@@ -62,7 +65,7 @@ const REQUEST_ID = /^[A-Za-z0-9._:\-]{1,128}$/;
 
 /** The fetch handler for Deno.serve (and `deno serve`). */
 export function createHandler(broker: Broker, opts: AppOptions = {}) {
-  const router = new Router(opts.routes ?? ROUTES);
+  const router = new Router(opts.routes ?? ROUTES, (r) => acceptsOf(r, takesQueryKey(r)));
   const before = opts.before ?? [];
   const after = opts.after ?? [];
   const log = opts.log ?? broker.log;
@@ -90,7 +93,12 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
       const target = requestTarget(req);
       path = target.path;
       if (broker.draining && path !== DRAIN_EXEMPT) {
-        throw new BrokerError("draining", "The broker is draining; retry on another node");
+        throw new BrokerError(
+          "draining",
+          broker.cluster
+            ? "The broker is draining; retry on another node"
+            : "The broker is draining (stopping); retry once it has restarted",
+        );
       }
       const m = router.match(req.method, path);
       if (!m) {
@@ -112,6 +120,7 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
           metrics,
           params: m.params,
           query: new Query(target.search),
+          accepts: m.accepts,
           requestId,
           inFlight: inFlightNow,
           routes: router.routes,
@@ -121,6 +130,8 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
           early = hook(req, route, ctx);
           if (early) break;
         }
+        // After the hooks (auth, a follower's redirect), before the handler reads anything.
+        if (!early && target.search !== "") checkQuery(ctx.query, ctx.accepts);
         res = early ?? await route.handler(req, ctx);
         res.headers.set("x-request-id", requestId);
       }

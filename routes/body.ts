@@ -1,10 +1,11 @@
 /**
  * Request bodies: bounded reads (size, and time without progress) and JSON bodies whose nesting
- * is checked before they are parsed.
+ * is checked before they are parsed and whose fields are those the route documents.
  */
 
 import { MAX_JSON_BODY_BYTES } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
+import { type Accepts, checkFields } from "./accepts.ts";
 
 /** How long a body may go without a byte before its read is cancelled (nginx: 60s). */
 export const BODY_STALL_MS = 30_000;
@@ -93,15 +94,21 @@ export async function readBody(
 /** Deepest nesting a JSON body may have; no control body needs more than a few levels. */
 const MAX_JSON_DEPTH = 32;
 
-/** Reads and parses a JSON object body; 400 `bad_request` naming the problem. */
-export async function readJson(req: Request): Promise<Record<string, unknown>> {
-  const body = await readOptionalJson(req);
+/**
+ * Reads and parses a JSON object body with only the fields the route accepts (its documented
+ * body's properties); 400 `bad_request` naming the problem.
+ */
+export async function readJson(req: Request, accepts: Accepts): Promise<Record<string, unknown>> {
+  const body = await readOptionalJson(req, accepts);
   if (!body) throw new BrokerError("empty_body", "Expected a JSON object body");
   return body;
 }
 
 /** Like readJson, but an empty body is undefined (for routes where the body is optional). */
-export async function readOptionalJson(req: Request): Promise<Record<string, unknown> | undefined> {
+export async function readOptionalJson(
+  req: Request,
+  accepts: Accepts,
+): Promise<Record<string, unknown> | undefined> {
   const bytes = await readBody(req, MAX_JSON_BODY_BYTES);
   if (bytes.length === 0) return undefined;
   if (nestedDeeperThan(bytes, MAX_JSON_DEPTH)) {
@@ -119,6 +126,7 @@ export async function readOptionalJson(req: Request): Promise<Record<string, unk
   if (!value || typeof value !== "object" || Array.isArray(value)) {
     throw new BrokerError("bad_request", "Expected a JSON object body");
   }
+  checkFields(value as Record<string, unknown>, accepts);
   return value as Record<string, unknown>;
 }
 

@@ -13,7 +13,7 @@ import { durationIn, json, jsonText, optString } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
 import { isoTime, messagesText, messageText, requeuedJson } from "./wire.ts";
 import type { BatchAckAnswer, TouchAnswer } from "../protocol/wire.ts";
-import { schemaRef } from "../protocol/schemas.ts";
+import { schemaRef, SCHEMAS } from "../protocol/schemas.ts";
 import {
   boolQuery,
   durationQuery,
@@ -79,7 +79,7 @@ async function ackOne(_req: Request, ctx: Ctx): Promise<Response> {
 
 async function ackBatch(req: Request, ctx: Ctx): Promise<Response> {
   const topic = checkName(ctx.params.topic ?? "", "topic");
-  const body = await readJson(req);
+  const body = await readJson(req, ctx.accepts);
   const ids = body.ids;
   if (!Array.isArray(ids) || ids.length === 0 || ids.some((id) => typeof id !== "string")) {
     throw new BrokerError("invalid_parameter", 'Expected "ids": a non-empty array of message ids');
@@ -95,7 +95,7 @@ async function ackBatch(req: Request, ctx: Ctx): Promise<Response> {
 }
 
 async function requeue(req: Request, ctx: Ctx): Promise<Response> {
-  const body = await readJson(req);
+  const body = await readJson(req, ctx.accepts);
   const id = optString(body, "id");
   const topic = optString(body, "topic") ?? ctx.query.str("topic");
   if (!id) throw new BrokerError("bad_request", 'Missing "id": send the Message object to requeue');
@@ -183,6 +183,7 @@ const ACK_BATCH_DOC: RouteDoc = {
         group: { ...GROUP_NAME, description: "The group, when `?group=` is not given." },
       },
       required: ["ids"],
+      additionalProperties: false,
     },
   },
   ok: { 200: { description: "What was acked; unknown ids are listed.", json: "BatchAckAnswer" } },
@@ -203,8 +204,10 @@ const REQUEUE_DOC: RouteDoc = {
   operationId: "requeue",
   summary: "Requeue a message",
   description: "Gives a delivered message back with `retry_count` + 1; the third requeue moves " +
-    "it to `{topic}.dlq`. The body is the Message as consumed: only `id`, `topic` and `group` " +
-    "are read. `reason` and `delay` may come as query parameters or body fields.",
+    "it to `{topic}.dlq`. The body is a Message as Ferry returned it (consume, peek, the " +
+    "stream, the WebSocket, the in-flight list), whole: of its fields only `id`, `topic`, " +
+    "`group` and `reason` are read, the broker's own copy counts for the rest. `reason` and " +
+    "`delay` may come as query parameters or body fields. A field no Message has is refused.",
   tag: "Messages",
   params: [
     GROUP_QUERY,
@@ -222,14 +225,16 @@ const REQUEUE_DOC: RouteDoc = {
     schema: {
       type: "object",
       properties: {
+        // Every field Ferry puts in a Message (the in-flight list adds `lease_ends_at`).
+        ...SCHEMAS.InFlightItem.properties,
         id: { type: "string" },
         topic: TOPIC_NAME,
         group: GROUP_NAME,
-        reason: { type: "string" },
+        reason: { type: "string", description: "Why; kept on the message, shown in the DLQ." },
         delay: durationSchema(MAX_TIME_MS),
       },
       required: ["id"],
-      additionalProperties: true,
+      additionalProperties: false,
     },
   },
   ok: { 200: { description: "Requeued or dead-lettered.", json: "RequeueAnswer" } },

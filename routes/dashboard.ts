@@ -42,7 +42,7 @@ const MAX_IN_FLIGHT_LISTED = 1000;
 const encoder = new TextEncoder();
 
 async function publish(req: Request, ctx: Ctx): Promise<Response> {
-  const body = await readJson(req);
+  const body = await readJson(req, ctx.accepts);
   const queue = checkName(needString(body, "queue"), "queue");
   const text = needString(body, "payload");
   const payload = encoder.encode(text);
@@ -60,7 +60,7 @@ async function publish(req: Request, ctx: Ctx): Promise<Response> {
 }
 
 async function consume(req: Request, ctx: Ctx): Promise<Response> {
-  const body = await readJson(req);
+  const body = await readJson(req, ctx.accepts);
   const queue = checkName(needString(body, "queue"), "queue");
   const group = optString(body, "group") ?? "";
   // A person pressing "consume" takes the message: acked on delivery unless asked otherwise.
@@ -90,7 +90,7 @@ function inFlight(_req: Request, ctx: Ctx): Response {
 }
 
 async function release(req: Request, ctx: Ctx): Promise<Response> {
-  const body = await readJson(req);
+  const body = await readJson(req, ctx.accepts);
   const queue = checkName(needString(body, "queue"), "queue");
   const group = optString(body, "group") ?? "";
   const id = needString(body, "id");
@@ -128,6 +128,7 @@ const PUBLISH_DOC: RouteDoc = {
         broadcast: { type: "boolean", default: false },
       },
       required: ["queue", "payload"],
+      additionalProperties: false,
     },
   },
   ok: {
@@ -157,6 +158,7 @@ const CONSUME_DOC: RouteDoc = {
         auto_ack: { type: "boolean", default: true },
       },
       required: ["queue"],
+      additionalProperties: false,
     },
   },
   ok: { 200: jsonAnswer("The message.", "Message") },
@@ -200,6 +202,7 @@ const RELEASE_DOC: RouteDoc = {
       type: "object",
       properties: { queue: TOPIC_NAME, group: GROUP_NAME, id: { type: "string" } },
       required: ["queue", "id"],
+      additionalProperties: false,
     },
   },
   ok: { 200: jsonAnswer("Released.", "ReleaseAnswer") },

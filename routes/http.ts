@@ -132,6 +132,12 @@ export class Query {
     return (this.#fields ??= parseSearch(this.search)).get(name) ?? null;
   }
 
+  /** The names the query gives, each once (parsed here if not yet). */
+  names(): Iterable<string> {
+    if (this.search === "") return [];
+    return (this.#fields ??= parseSearch(this.search)).keys();
+  }
+
   str(name: string): string | undefined {
     return this.#get(name) ?? undefined;
   }

@@ -31,7 +31,8 @@ type Json = Record<string, unknown>;
 
 /** What each problem code means, for the answers' descriptions. */
 const CODE_MEANING: Record<ErrorCode, string> = {
-  bad_request: "the request cannot be read (URL, body, JSON, a missing field)",
+  bad_request: "the request cannot be read (URL, body, JSON, a missing field), or it has a " +
+    "query parameter or JSON field the operation does not take",
   invalid_name: "a topic, group or queue name is missing or not valid",
   invalid_duration: "a duration is malformed or out of range",
   invalid_parameter: "a parameter or field has a wrong value",
@@ -66,6 +67,9 @@ Every answer carries \`X-Request-Id\` (the client's own value when it sent a san
 **Authentication** is off while \`BROKER_API_KEYS\` (or a keys file) is empty. When keys are set,
 every operation but the public ones needs a key with the operation's scope (\`x-ferry-scope\`:
 \`publish\`, \`consume\` or \`admin\`; a key listed without scopes has all three).
+
+**Unknown names are refused**: a query parameter an operation does not list, or a JSON body
+field its schema does not have, answers 400 \`bad_request\` naming it and those accepted.
 
 **Durations** are an integer and a unit: \`250ms\`, \`30s\`, \`5m\`, \`1h\`.
 

@@ -18,7 +18,8 @@ import { PRIORITIES } from "../lib/message.ts";
 import { checkName } from "../lib/names.ts";
 import { allocPayload, copyPayload } from "../lib/slab.ts";
 import { schemaRef } from "../protocol/schemas.ts";
-import { BATCH_MESSAGE_FIELDS } from "../protocol/wire.ts";
+import type { BatchPublishMessage } from "../protocol/wire.ts";
+import { type Accepts, checkFields } from "./accepts.ts";
 import { readBody } from "./body.ts";
 import { describe, durationIn, jsonText } from "./http.ts";
 import { MAX_HEADER_BYTES, MAX_KEY_LENGTH, PUBLISH_ERRORS } from "./publish.ts";
@@ -199,18 +200,17 @@ function storedHeaders(v: unknown, contentType: unknown, at: string): string[] |
   return out;
 }
 
-/** One message object of the batch, checked; `i` is its index for the problem's detail. */
-function parseItem(v: unknown, i: number): BatchItem {
+/**
+ * One message object of the batch, checked; `i` is its index for the problem's detail. Its
+ * fields are those of the documented message schema, as for any JSON body.
+ */
+function parseItem(v: unknown, i: number, accepts: Accepts): BatchItem {
   const at = `messages[${i}]`;
   if (!v || typeof v !== "object" || Array.isArray(v)) {
     throw bad("invalid_parameter", `${at}: expected a message object, got ${describe(v)}`);
   }
   const o = v as Record<string, unknown>;
-  for (const k in o) {
-    if (!BATCH_MESSAGE_FIELDS.has(k)) {
-      throw bad("invalid_parameter", `${at}: unknown field ${describe(k)}`);
-    }
-  }
+  checkFields(o, accepts, at);
   const { payload, payload_text: text } = o;
   let bytes: Uint8Array;
   if (payload !== undefined && payload !== null) {
@@ -299,7 +299,7 @@ async function publishBatch(req: Request, ctx: Ctx): Promise<Response> {
   }
   if (raw.length > MAX_BATCH_MESSAGES) throw tooMany(String(raw.length));
   const items: BatchItem[] = new Array(raw.length);
-  for (let i = 0; i < raw.length; i++) items[i] = parseItem(raw[i], i);
+  for (let i = 0; i < raw.length; i++) items[i] = parseItem(raw[i], i, ctx.accepts);
   if (idem === "auto") {
     await Promise.all(items.map(async (item) => {
       item.idempotencyKey ??= await autoKey(item.payload);
@@ -345,7 +345,7 @@ const MESSAGE_SCHEMA = {
       description: "The Content-Type webhooks POST the payload with (a single publish keeps " +
         "its request's).",
     },
-  },
+  } satisfies Record<keyof BatchPublishMessage, unknown>, // the fields the CLI checks too
   oneOf: [
     { properties: { payload: true }, required: ["payload"] },
     { properties: { payload_text: true }, required: ["payload_text"] },

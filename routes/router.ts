@@ -6,6 +6,7 @@
 
 import { BrokerError } from "../lib/errors.ts";
 import type { Broker } from "../lib/broker.ts";
+import type { Accepts } from "./accepts.ts";
 import type { Query } from "./http.ts";
 import type { Metrics } from "./metrics.ts";
 import type { RouteDoc } from "./route_doc.ts";
@@ -20,6 +21,8 @@ export interface Ctx {
   metrics: Metrics;
   params: Record<string, string>;
   query: Query;
+  /** The query parameters and JSON body fields the route accepts (routes/accepts.ts). */
+  accepts: Accepts;
   requestId: string;
   /** Requests being served right now, this one included. */
   inFlight(): number;
@@ -60,11 +63,12 @@ interface Compiled extends Route {
   /** Indexes of the parameter segments (the others are literals), and their names. */
   params: number[];
   names: string[];
+  accepts: Accepts;
 }
 
 /** The outcome of matching a path. */
 export type Match =
-  | { route: Route; params: Record<string, string> }
+  | { route: Route; params: Record<string, string>; accepts: Accepts }
   | { allowed: string[] }
   | undefined;
 
@@ -75,11 +79,13 @@ export type Match =
 export class Router {
   readonly #routes: Compiled[];
 
-  constructor(readonly routes: Route[]) {
+  /** `accepts` gives each route's accepted names (routes/accepts.ts), gathered here once. */
+  constructor(readonly routes: Route[], accepts: (route: Route) => Accepts) {
     this.#routes = routes.map((r): Compiled => {
       const segments = r.pattern.split("/").slice(1);
       const params = segments.flatMap((p, i) => p.startsWith(":") ? [i] : []);
-      return { ...r, segments, params, names: params.map((i) => segments[i]!.slice(1)) };
+      const names = params.map((i) => segments[i]!.slice(1));
+      return { ...r, segments, params, names, accepts: accepts(r) };
     });
   }
 
@@ -90,7 +96,7 @@ export class Router {
     for (const r of this.#routes) {
       if (!matchLiterals(r.segments, parts)) continue;
       if (r.method === method || (method === "HEAD" && r.method === "GET" && !r.mutates)) {
-        return { route: r, params: decodeParams(r, parts) };
+        return { route: r, params: decodeParams(r, parts), accepts: r.accepts };
       }
       (allowed ??= []).push(r.method);
     }

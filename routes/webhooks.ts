@@ -57,7 +57,7 @@ export function webhookItem(broker: Broker, w: Webhook): WebhookItem {
 
 async function register(req: Request, ctx: Ctx): Promise<Response> {
   const topic = checkName(ctx.params.topic ?? "", "topic");
-  const body = await readJson(req);
+  const body = await readJson(req, ctx.accepts);
   const url = needString(body, "url");
   const secret = optString(body, "secret");
   const w = await ctx.broker.registerWebhook(topic, url, secret);
@@ -127,6 +127,7 @@ const REGISTER_DOC: RouteDoc = {
         },
       },
       required: ["url"],
+      additionalProperties: false,
     },
   },
   ok: { 201: jsonAnswer("Registered; the secret is not echoed.", "Webhook") },

@@ -1,6 +1,6 @@
 /**
  * What the fuzzer knows of the route table: the documented query parameters and JSON fields of
- * each route (README "Endpoints"), a generic set for routes added later, paths near the table,
+ * each route (README "Endpoints"), those of its `doc` for routes added later, paths near the table,
  * and the one route it must never call (POST /api/drain: every later request would get 503).
  */
 
@@ -93,15 +93,53 @@ const SPECS: Record<string, Spec> = {
   "GET /api/queues/webhooks": { query: { queue: "queue" } },
 };
 
-/** A route missing from SPECS (added later) gets every known parameter name and field. */
-const GENERIC: Spec = {
-  query: { topic: "topic", queue: "queue", group: "group", limit: "limit", timeout: "timeout" },
-  json: { name: "topic", topic: "topic", queue: "queue", id: "id", ids: "ids", group: "group" },
+/** The kind of a parameter or field by its name, for routes missing from SPECS. */
+const KIND_OF: Record<string, Kind> = {
+  topic: "topic",
+  name: "topic",
+  queue: "queue",
+  group: "group",
+  id: "id",
+  ids: "ids",
+  limit: "limit",
+  timeout: "timeout",
+  by: "lease",
+  visibility: "lease",
+  ttl: "duration",
+  delay: "duration",
+  retain: "duration",
+  broadcast: "bool",
+  auto_ack: "bool",
+  peek: "bool",
+  priority: "priority",
+  policy: "policy",
+  idempotency: "idem",
+  max_messages: "maxMessages",
+  max_bytes: "maxMessages",
 };
 
-/** The parameters and fields of a route; GENERIC for one the table gained later. */
+/**
+ * A route missing from SPECS (added later) gets the query parameters and JSON fields its
+ * documentation names (the broker refuses any other with 400), typed by name.
+ */
+function documented(route: Route): Spec {
+  const kind = (name: string): Kind => KIND_OF[name] ?? "text";
+  const names = (route.doc?.params ?? []).filter((p) => p.in === "query").map((p) => p.name);
+  const spec: Spec = { query: Object.fromEntries(names.map((n) => [n, kind(n)])) };
+  const body = route.doc?.body;
+  if (body?.kind === "raw") spec.payload = true;
+  if (body?.kind === "json") {
+    const object = (body.schema.type === "array" ? body.schema.items : body.schema) as {
+      properties?: Record<string, unknown>;
+    };
+    spec.json = Object.fromEntries(Object.keys(object.properties ?? {}).map((n) => [n, kind(n)]));
+  }
+  return spec;
+}
+
+/** The parameters and fields of a route; those of its documentation for one the table gained later. */
 export function specOf(route: Route): Spec {
-  return SPECS[`${route.method} ${route.pattern}`] ?? GENERIC;
+  return SPECS[`${route.method} ${route.pattern}`] ?? documented(route);
 }
 
 /** True for the one route the fuzzer must never call: it makes every later request 503. */

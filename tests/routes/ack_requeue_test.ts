@@ -15,6 +15,7 @@ import {
   textOf,
 } from "../_support/http.ts";
 import { withBroker } from "../_support/server.ts";
+import { SCHEMAS } from "../../protocol/schemas.ts";
 
 Deno.test("POST /ack/{topic}/{id} answers 204 and the message is gone for good", async () => {
   await withBroker({}, async (ctx) => {
@@ -116,6 +117,56 @@ Deno.test("POST /requeue ignores the client's payload and counters", async () =>
     const again = await consume(ctx, "rqi");
     assertEquals(again.payload_text, "original");
     assertEquals(again.retry_count, 1);
+  });
+});
+
+Deno.test("POST /requeue takes back every Message Ferry returned, whole, with every field", async () => {
+  await withBroker({}, async (ctx) => {
+    const sent: Json[] = [];
+    const requeueWhole = async (msg: Json, query = "") => {
+      sent.push(msg);
+      return await requeue(ctx, msg, query);
+    };
+    // A named group, a TTL, a stored header: group, expires_at and headers are set.
+    await ctx.call("POST", "/api/groups", { json: { topic: "whole", group: "g1" } });
+    await publish(ctx, "whole", "text", "ttl=1h", { "x-mq-trace": "t-1" });
+    const first = await consume(ctx, "whole", "group=g1");
+    assertEquals((await requeueWhole(first, "reason=first")).status, "requeued");
+    // Consumed again it carries the reason; the in-flight listing adds lease_ends_at.
+    await consume(ctx, "whole", "group=g1");
+    const listed = await ctx.call("GET", "/api/queues/inflight?queue=whole&group=g1");
+    assertEquals(listed.status, 200, listed.text);
+    const [item] = listed.body;
+    assertEquals([item.reason, item.group, item.retry_count], ["first", "g1", 1]);
+    assertEquals((await requeueWhole({ ...item, delay: "0s" })).retry_count, 2);
+    // Dead-lettered and redriven, it carries redrive_count.
+    await deadLetter(ctx, "whole2", "again");
+    assertEquals((await ctx.call("POST", "/api/queues/redrive?queue=whole2")).status, 200);
+    const redriven = await consume(ctx, "whole2");
+    assertEquals(redriven.redrive_count, 1);
+    assertEquals((await requeueWhole(redriven)).status, "requeued");
+
+    const fields = new Set(sent.flatMap((m) => Object.keys(m)));
+    const message = Object.keys(SCHEMAS.InFlightItem.properties);
+    assertEquals(message.filter((f) => !fields.has(f)), [], "every Message field was sent back");
+  });
+});
+
+Deno.test("POST /requeue with a field no Message has is 400 bad_request; the message stays in flight", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "rqx", "x");
+    const m = await consume(ctx, "rqx");
+    const res = await ctx.call("POST", "/requeue", { json: { ...m, resason: "typo" } });
+    assertProblem(res, 400, "bad_request");
+    assert(
+      res.body.detail.startsWith('Unknown field "resason" in the JSON body of POST /requeue'),
+      res.body.detail,
+    );
+    for (const f of ["payload", "lease_ends_at", "reason", "delay"]) {
+      assert(res.body.detail.includes(f), `${f} is listed as accepted: ${res.body.detail}`);
+    }
+    const held = await ctx.call("GET", "/api/queues/inflight?queue=rqx");
+    assertEquals(held.body.map((i: Json) => [i.id, i.retry_count]), [[m.id, 0]]);
   });
 });
 

@@ -14,6 +14,7 @@ import {
   settle,
 } from "../_support/http.ts";
 import { withBroker } from "../_support/server.ts";
+import { exists, walPath } from "../_support/files.ts";
 
 /** Group names from GET /api/groups, whether it lists strings or group objects. */
 function groupNames(body: Json): string[] {
@@ -139,6 +140,26 @@ Deno.test("GET /api/topics/{name} answers the topic's settings; GET /api/topics 
 
     assertProblem(await ctx.call("GET", "/api/topics/nope"), 404, "not_found");
     assertProblem(await ctx.call("GET", "/api/topics/bad%20name"), 400, "invalid_name");
+  });
+});
+
+Deno.test("DELETE /api/topics/{name} deletes the topic and its WAL file, as DELETE /api/queues/delete does", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "doomed", "x");
+    await publish(ctx, "doomed2", "x");
+    const wal = walPath(ctx.dataDir, "doomed");
+    assert(await exists(wal), "publish wrote the topic's WAL file");
+    const res = await ctx.call("DELETE", "/api/topics/doomed");
+    assertEquals(res.status, 200, res.text);
+    assertEquals(res.body, { queue: "doomed", deleted: true });
+    assertEquals(await exists(wal), false, "the WAL file is deleted");
+    assertProblem(await ctx.call("GET", "/api/topics/doomed"), 404, "not_found");
+    assertProblem(await ctx.call("DELETE", "/api/topics/doomed"), 404, "not_found");
+    assertProblem(await ctx.call("DELETE", "/api/topics/never"), 404, "not_found");
+    assertProblem(await ctx.call("DELETE", "/api/topics/bad%20name"), 400, "invalid_name");
+    // The spec's form answers the same.
+    const old = await ctx.call("DELETE", "/api/queues/delete?queue=doomed2");
+    assertEquals([old.status, old.body], [200, { queue: "doomed2", deleted: true }]);
   });
 });
 

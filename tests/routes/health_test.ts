@@ -5,6 +5,11 @@
 import { assert, assertEquals, assertMatch, Failures } from "../_support/assert.ts";
 import { assertProblem, type CallInit, publish, type Res, settle } from "../_support/http.ts";
 import { withBroker } from "../_support/server.ts";
+import { Broker } from "../../lib/broker.ts";
+import { ClusterState } from "../../lib/cluster/state.ts";
+import { defaultConfig } from "../../lib/config.ts";
+import { Logger } from "../../lib/log.ts";
+import { createHandler } from "../../routes/app.ts";
 
 Deno.test("GET /healthz answers 200 {status:ok, version, uptime_seconds} without cluster fields", async () => {
   await withBroker({}, async (ctx) => {
@@ -76,6 +81,28 @@ Deno.test("after POST /api/drain every request is 503 draining with Retry-After"
     }
     bad.assertNone();
   });
+});
+
+Deno.test("a draining standalone broker says to retry once it has restarted; a cluster node, on another node", async () => {
+  const broker = await Broker.open(defaultConfig({ dataDir: ":memory:" }), { tick: false });
+  try {
+    const handle = createHandler(broker);
+    const detail = async () => {
+      const res = await handle(new Request("http://ferry/api/stats"));
+      assertEquals(res.status, 503);
+      return (await res.json()).detail;
+    };
+    await broker.drain();
+    assertEquals(
+      await detail(),
+      "The broker is draining (stopping); retry once it has restarted",
+    );
+    broker.cluster = new ClusterState("n1", "http://n1", new Logger("error", () => {}));
+    assertEquals(await detail(), "The broker is draining; retry on another node");
+  } finally {
+    broker.cluster = undefined;
+    await broker.close();
+  }
 });
 
 Deno.test("every answer carries X-Request-Id, success or error", async () => {

@@ -246,6 +246,14 @@ contractTest("topics, groups, queues, redrive, purge and delete", async () => {
     expect(await call("DELETE", "/api/queues/delete?queue=billing"), 200);
     expect(await call("DELETE", "/api/queues/delete?queue=billing"), 404, "not_found");
     expect(await call("DELETE", "/api/queues/delete"), 400, "invalid_name");
+    expect(await call("GET", "/api/topics?all=1"), 400, "bad_request");
+    expect(
+      await call("POST", "/api/topics", { json: { name: "r", retention: "1h" } }),
+      400,
+      "bad_request",
+    );
+    expect(await call("DELETE", "/api/topics/jobs"), 200);
+    expect(await call("DELETE", "/api/topics/jobs"), 404, "not_found");
   });
 });
 

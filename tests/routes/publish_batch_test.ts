@@ -149,7 +149,13 @@ const BAD_ITEMS: [string, unknown, number, string, RegExp][] = [
   ["bad ttl", { payload_text: "a", ttl: "soon" }, 400, "invalid_duration", /ttl/],
   ["delay too long", { payload_text: "a", delay: "400h" }, 400, "invalid_duration", /delay/],
   ["bad priority", { payload_text: "a", priority: "urgent" }, 400, "invalid_parameter", /prio/],
-  ["unknown field", { payload_text: "a", tll: "1s" }, 400, "invalid_parameter", /"tll"/],
+  [
+    "unknown field",
+    { payload_text: "a", tll: "1s" },
+    400,
+    "bad_request",
+    /^messages\[3\]: unknown field "tll" \(did you mean "ttl"\?\); accepted: payload, payload_text,/,
+  ],
   ["not an object", "hello", 400, "invalid_parameter", /message object/],
   [
     "key too long",

@@ -1,4 +1,5 @@
 import { assertEquals, assertThrows } from "../_support/assert.ts";
+import { acceptsOf } from "../../routes/accepts.ts";
 import { type Route, Router } from "../../routes/router.ts";
 import { BrokerError } from "../../lib/errors.ts";
 
@@ -22,7 +23,7 @@ const table = [
   route("GET", "/:file"),
   route("PUT", "/api/:thing"),
 ];
-const router = new Router(table);
+const router = new Router(table, (r) => acceptsOf(r, false));
 
 function matched(method: string, path: string) {
   const m = router.match(method, path);
