@@ -159,3 +159,19 @@ export async function busyState(ctx: TestBroker): Promise<void> {
   await ok("POST", "/publish/temp", { body: "stays" });
   await ctx.tick(2_000);
 }
+
+/** Resolves once the broker's feed gets its next subscriber on `topic` (a stream opened). */
+export function nextSubscriber(broker: Broker, topic: string): Promise<void> {
+  const feed = broker.feed;
+  const original = feed.subscribe;
+  return new Promise((resolve) => {
+    feed.subscribe = (pattern, fn, opts) => {
+      const off = original.call(feed, pattern, fn, opts);
+      if (pattern === topic) {
+        feed.subscribe = original;
+        resolve();
+      }
+      return off;
+    };
+  });
+}

@@ -3,18 +3,9 @@
  * against a real broker, in human and --json mode.
  */
 
-import { startBroker } from "../_support/server.ts";
+import { withLiveBroker } from "../_support/server.ts";
 import { ferry } from "../_support/cli.ts";
 import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
-
-async function withBroker(fn: (url: string) => Promise<void>): Promise<void> {
-  const b = await startBroker();
-  try {
-    await fn(b.url);
-  } finally {
-    await b.close();
-  }
-}
 
 async function ok(url: string, args: string[]): Promise<string> {
   const r = await ferry(args, { url });
@@ -23,7 +14,7 @@ async function ok(url: string, args: string[]): Promise<string> {
 }
 
 Deno.test("ferry topics lists topics as an aligned table, or as JSON", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     assertEquals(
       await ok(url, ["topics"]),
       "No topics yet: `ferry publish <topic> <data>` creates one\n",
@@ -51,7 +42,7 @@ Deno.test("ferry topics lists topics as an aligned table, or as JSON", () =>
   }));
 
 Deno.test("ferry topic create / purge / delete, and a refusal exits 1 with the detail", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     assertEquals(
       await ok(url, ["topic", "create", "orders", "--policy", "drop-oldest", "--retain", "1h"]),
       'Created topic "orders" (policy drop-oldest, messages kept 1h)\n',
@@ -86,7 +77,7 @@ Deno.test("ferry topic create / purge / delete, and a refusal exits 1 with the d
   }));
 
 Deno.test("ferry groups and redrive, human and JSON", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     await ok(url, ["publish", "jobs", "x"]);
     assertEquals(await ok(url, ["groups", "jobs"]), "(none)\n");
     await ferry(["consume", "jobs", "--group", "billing"], { url });
@@ -109,7 +100,7 @@ Deno.test("ferry groups and redrive, human and JSON", () =>
   }));
 
 Deno.test("ferry stats and health, human and JSON", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     await ok(url, ["publish", "orders", "a"]);
     const stats = await ok(url, ["stats"]);
     assertMatch(stats, /^uptime \d+(ms|s)\ntotals published 1, delivered 0, acked 0, /);
@@ -127,7 +118,7 @@ Deno.test("ferry stats and health, human and JSON", () =>
   }));
 
 Deno.test("ferry drain stops the broker; health then exits 1", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     assertMatch(await ok(url, ["drain"]), /^Draining: \d+ requests? still in flight; /);
     const h = await ferry(["health"], { url });
     assertEquals(h.code, 1);
@@ -145,7 +136,7 @@ Deno.test("ferry drain stops the broker; health then exits 1", () =>
   }));
 
 Deno.test("ferry drain --json prints the drain answer", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     const json = JSON.parse(await ok(url, ["--json", "drain"]));
     assertEquals(json.status, "draining");
     assert(typeof json.in_flight_requests === "number");
@@ -161,7 +152,7 @@ Deno.test("ferry webhook add / list / delete, human and JSON", async () => {
   );
   const hook = `http://127.0.0.1:${receiver.addr.port}/in`;
   try {
-    await withBroker(async (url) => {
+    await withLiveBroker(async ({ url }) => {
       assertMatch(
         await ok(url, ["webhook", "add", "orders", hook]),
         new RegExp(`^Registered webhook \\S+: "orders" → ${hook} \\(unsigned: pass --secret`),

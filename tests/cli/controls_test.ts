@@ -4,12 +4,11 @@
  * and --json output carries them as JSON `\u` escapes only.
  */
 
-import { startBroker } from "../_support/server.ts";
+import { nextSubscriber, startBroker, withLiveBroker } from "../_support/server.ts";
 import { ferry, spawnFerry } from "../_support/cli.ts";
 import { assert, assertEquals } from "../_support/assert.ts";
 import { call, publish } from "../_support/http.ts";
 import type { MessageJson } from "../../protocol/wire.ts";
-import type { Broker } from "../../lib/broker.ts";
 
 /** ESC and CSI turn a terminal red, DEL and CR rub out, C1 CSI (U+009B) does on some terminals. */
 const PAYLOAD = "ok\x1b[31mRED\x9b2J\x7f\rover\nline two\tend\x00";
@@ -19,31 +18,6 @@ const SHOWN = "ok\\x1b[31mRED\\x9b2J\\x7f\\rover\nline two\tend\\x00";
 // deno-lint-ignore no-control-regex
 const RAW_CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/;
 
-/** Resolves once the broker's feed gets its next subscriber on `topic` (a stream opened). */
-function nextSubscriber(broker: Broker, topic: string): Promise<void> {
-  const feed = broker.feed;
-  const original = feed.subscribe;
-  return new Promise((resolve) => {
-    feed.subscribe = (pattern, fn, opts) => {
-      const off = original.call(feed, pattern, fn, opts);
-      if (pattern === topic) {
-        feed.subscribe = original;
-        resolve();
-      }
-      return off;
-    };
-  });
-}
-
-async function withBroker(fn: (url: string) => Promise<void>): Promise<void> {
-  const b = await startBroker();
-  try {
-    await fn(b.url);
-  } finally {
-    await b.close();
-  }
-}
-
 /** Asserts `text` holds no control character a terminal would act on. */
 function assertInert(text: string, what: string): void {
   const m = RAW_CONTROL.exec(text);
@@ -51,7 +25,7 @@ function assertInert(text: string, what: string): void {
 }
 
 Deno.test("ferry peek and consume show a payload's control characters as escapes", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     await publish(url, "orders", PAYLOAD);
     const peek = await ferry(["peek", "orders"], { url });
     assertEquals(peek.code, 0, peek.stderr);
@@ -78,7 +52,7 @@ Deno.test("ferry peek and consume show a payload's control characters as escapes
   }));
 
 Deno.test("ferry --json carries control characters as JSON escapes, the payload unchanged", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     await publish(url, "orders", PAYLOAD);
     const r = await ferry(["--json", "consume", "orders"], { url });
     assertEquals(r.code, 0, r.stderr);
@@ -106,7 +80,7 @@ Deno.test("ferry tail shows control characters as escapes", async () => {
 });
 
 Deno.test("an error line shows the broker's detail with its control characters escaped", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     const r = await ferry(["publish", "a\x1b[31mb", "x"], { url });
     assertEquals(r.code, 1);
     assertInert(r.stderr.trimEnd(), "stderr");

@@ -3,22 +3,12 @@
  * in human and --json mode.
  */
 
-import { startBroker } from "../_support/server.ts";
+import { withLiveBroker } from "../_support/server.ts";
 import { ferry, spawnFerry } from "../_support/cli.ts";
 import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
 import type { MessageJson, PublishAnswer } from "../../protocol/wire.ts";
 
 const ID = "[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}";
-
-/** Runs `fn` against a fresh in-process broker, always closed. */
-async function withBroker(fn: (url: string) => Promise<void>): Promise<void> {
-  const b = await startBroker();
-  try {
-    await fn(b.url);
-  } finally {
-    await b.close();
-  }
-}
 
 /** Runs ferry and expects exit 0; answers stdout. */
 async function ok(url: string, args: string[], stdin?: string): Promise<string> {
@@ -28,7 +18,7 @@ async function ok(url: string, args: string[], stdin?: string): Promise<string> 
 }
 
 Deno.test("ferry publish prints the id; consume prints the message, acks it, and exits 1 when empty", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     const published = await ok(url, ["publish", "orders", '{"sku":"a1"}']);
     assertMatch(published, new RegExp(`^Published ${ID} to "orders"\\n$`));
     const consumed = await ok(url, ["consume", "orders"]);
@@ -47,7 +37,7 @@ Deno.test("ferry publish prints the id; consume prints the message, acks it, and
   }));
 
 Deno.test("ferry --json publish passes ttl, delay, priority, key and X-MQ headers", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     const args = [
       "--json",
       "publish",
@@ -84,7 +74,7 @@ Deno.test("ferry --json publish passes ttl, delay, priority, key and X-MQ header
   }));
 
 Deno.test("ferry publish - reads stdin; -f publishes each file in order", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     const stdin = await ok(url, ["--json", "publish", "orders", "-"], "line one\nline two\n");
     assertEquals(JSON.parse(stdin).topic, "orders");
 
@@ -132,7 +122,7 @@ Deno.test("ferry publish - reads stdin; -f publishes each file in order", () =>
   }));
 
 Deno.test("ferry publish --batch sends each NDJSON line as a message, all or nothing", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     const lines = [
       '{"payload_text":"a","idempotency_key":"k-a"}',
       "",
@@ -166,7 +156,7 @@ Deno.test("ferry publish --batch sends each NDJSON line as a message, all or not
   }));
 
 Deno.test("ferry publish --broadcast reaches the waiting consumers only", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     assertEquals(
       await ok(url, ["publish", "orders", "ping", "--broadcast"]),
       'Broadcast to 0 waiting consumers of "orders"\n',
@@ -176,7 +166,7 @@ Deno.test("ferry publish --broadcast reaches the waiting consumers only", () =>
   }));
 
 Deno.test("ferry consume --no-ack leaves messages in flight; ferry ack acks them", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     // A group's first consume creates it; it gets what is published from then on.
     await ok(url, ["publish", "jobs", "before"]);
     assertEquals((await ferry(["consume", "jobs", "--group", "g1"], { url })).code, 1);
@@ -203,7 +193,7 @@ Deno.test("ferry consume --no-ack leaves messages in flight; ferry ack acks them
   }));
 
 Deno.test("ferry requeue gives a message back, and the third time dead-letters it; redrive", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     await ok(url, ["publish", "jobs", "poison"]);
     for (let i = 1; i <= 3; i++) {
       const [m] = JSON.parse(await ok(url, ["--json", "consume", "jobs", "--no-ack"]));
@@ -224,7 +214,7 @@ Deno.test("ferry requeue gives a message back, and the third time dead-letters i
   }));
 
 Deno.test("ferry peek shows messages without taking them", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     assertEquals(await ok(url, ["peek", "orders"]), 'No messages in "orders"\n');
     await ok(url, ["publish", "orders", "one"]);
     await ok(url, ["publish", "orders", "two"]);
@@ -235,7 +225,7 @@ Deno.test("ferry peek shows messages without taking them", () =>
   }));
 
 Deno.test("ferry consume --wait takes a message published while it waits", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     const waiting = ferry(["--json", "consume", "late", "--wait", "20s"], { url });
     await ok(url, ["publish", "late", "here"]);
     const r = await waiting;
@@ -244,7 +234,7 @@ Deno.test("ferry consume --wait takes a message published while it waits", () =>
   }));
 
 Deno.test("ferry consume --follow prints one JSON line per message and acks until Ctrl-C", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     const follow = spawnFerry(["--json", "consume", "feed", "--follow"], { url });
     try {
       for (const p of ["1", "2", "3"]) await ok(url, ["publish", "feed", p]);
@@ -258,7 +248,7 @@ Deno.test("ferry consume --follow prints one JSON line per message and acks unti
   }));
 
 Deno.test("ferry publish --delay and --ttl print the delay and lifetime asked for", () =>
-  withBroker(async (url) => {
+  withLiveBroker(async ({ url }) => {
     const out = await ok(url, ["publish", "orders", "later", "--delay", "2s", "--ttl", "1h"]);
     assertMatch(
       out,

@@ -4,27 +4,10 @@
  * exactly once and in order, or a note on stderr when the broker no longer holds what was missed.
  */
 
-import { startBroker } from "../_support/server.ts";
+import { nextSubscriber, startBroker } from "../_support/server.ts";
 import { type ChildBroker, start, stop, withDataDir } from "../_support/child.ts";
 import { ferry, type RunningFerry, spawnFerry } from "../_support/cli.ts";
 import { assertEquals, assertMatch } from "../_support/assert.ts";
-import type { Broker } from "../../lib/broker.ts";
-
-/** Resolves once the broker's feed gets its next subscriber on `topic` (a stream opened). */
-function nextSubscriber(broker: Broker, topic: string): Promise<void> {
-  const feed = broker.feed;
-  const original = feed.subscribe;
-  return new Promise((resolve) => {
-    feed.subscribe = (pattern, fn, opts) => {
-      const off = original.call(feed, pattern, fn, opts);
-      if (pattern === topic) {
-        feed.subscribe = original;
-        resolve();
-      }
-      return off;
-    };
-  });
-}
 
 /** Resolves once a child broker (run with BROKER_ACCESS_LOG) has answered on `route`. */
 async function answered(child: ChildBroker, route: string, from = 0): Promise<void> {
