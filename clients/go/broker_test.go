@@ -1,0 +1,189 @@
+package ferry_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// repoRoot is the checkout this module lives in (clients/go is two levels down).
+var repoRoot, _ = filepath.Abs("../..")
+
+// shared is the broker most tests use, started once by TestMain.
+var shared *testBroker
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ferry-go-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	b, err := startBroker(dir, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cannot start the broker:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	shared = b
+	code := m.Run()
+	b.stop()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// testBroker is the broker of this checkout as a real process, run as `deno task start` runs it.
+type testBroker struct {
+	URL     string
+	Port    int
+	DataDir string
+	env     []string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	stderr  *strings.Builder
+}
+
+// startCommand is deno.json's start task after its install step: `sh tools/start.sh deno run …`,
+// with its leading VAR=value words as environment. start.sh execs Deno, so the pid is the broker's.
+func startCommand() (env []string, args []string, err error) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "deno.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	var cfg struct{ Tasks map[string]string }
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return nil, nil, err
+	}
+	task := cfg.Tasks["start"]
+	if i := strings.LastIndex(task, "&& "); i >= 0 {
+		task = task[i+3:]
+	}
+	for _, w := range strings.Fields(task) {
+		if len(args) == 0 && strings.Contains(w, "=") && !strings.HasPrefix(w, "-") {
+			env = append(env, w)
+			continue
+		}
+		args = append(args, w)
+	}
+	if len(args) == 0 {
+		return nil, nil, fmt.Errorf("deno.json has no start task")
+	}
+	return env, args, nil
+}
+
+// startBroker starts a broker on a free port over dataDir with extra environment (BROKER_*=…),
+// and waits until it listens.
+func startBroker(dataDir string, extra []string) (*testBroker, error) {
+	return startBrokerOn(dataDir, 0, extra)
+}
+
+func startBrokerOn(dataDir string, port int, extra []string) (*testBroker, error) {
+	taskEnv, args, err := startCommand()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = repoRoot
+	cmd.Env = append(append(append(os.Environ(), taskEnv...),
+		fmt.Sprintf("PORT=%d", port), "BROKER_DATA_DIR="+dataDir, "NO_COLOR=1"), extra...)
+	out, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	b := &testBroker{DataDir: dataDir, env: extra, cmd: cmd, done: make(chan struct{}), stderr: &strings.Builder{}}
+	listening := make(chan int, 1)
+	go func() {
+		defer close(b.done)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			line := sc.Text()
+			if b.stderr.Len() < 64*1024 {
+				b.stderr.WriteString(line + "\n")
+			}
+			var l struct {
+				Msg  string `json:"msg"`
+				Port int    `json:"port"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "listening" {
+				listening <- l.Port
+			}
+		}
+		cmd.Wait()
+	}()
+	select {
+	case p := <-listening:
+		b.Port = p
+		b.URL = fmt.Sprintf("http://127.0.0.1:%d", p)
+		return b, nil
+	case <-b.done:
+		return nil, fmt.Errorf("the broker exited before listening:\n%s", b.stderr.String())
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-b.done
+		return nil, fmt.Errorf("the broker did not listen within 30 s:\n%s", b.stderr.String())
+	}
+}
+
+// stop sends SIGTERM and waits for the broker to exit (SIGKILL after 15 s).
+func (b *testBroker) stop() {
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-b.done:
+	case <-time.After(15 * time.Second):
+		b.cmd.Process.Kill()
+		<-b.done
+	}
+}
+
+// kill ends the broker with SIGKILL, as a crash would.
+func (b *testBroker) kill() {
+	b.cmd.Process.Kill()
+	<-b.done
+}
+
+// restart stops the broker and starts it again on the same port and data dir.
+func (b *testBroker) restart(t testing.TB) {
+	t.Helper()
+	b.stop()
+	nb, err := startBrokerOn(b.DataDir, b.Port, b.env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	*b = *nb
+}
+
+// ownBroker starts a broker of the test's own (its own data dir), stopped when the test ends.
+func ownBroker(t testing.TB, extra ...string) *testBroker {
+	t.Helper()
+	b, err := startBroker(t.TempDir(), extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.stop)
+	return b
+}
+
+// topicName is a topic no other test uses.
+func topicName(t testing.TB) string {
+	name := strings.NewReplacer("/", "-", " ", "-", "#", "-").Replace(t.Name())
+	if len(name) > 150 {
+		name = name[:150]
+	}
+	return fmt.Sprintf("%s-%d", name, time.Now().UnixNano()%1_000_000)
+}
+
+func TestBrokerHarnessStarts(t *testing.T) {
+	if shared.URL == "" || shared.Port == 0 {
+		t.Fatal("the shared broker has no URL")
+	}
+}

@@ -1,0 +1,82 @@
+package ferry
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// DefaultURL is the broker a Client reaches when New is given an empty URL.
+const DefaultURL = "http://127.0.0.1:7800"
+
+// DefaultTimeout bounds each request attempt unless WithTimeout says otherwise.
+const DefaultTimeout = 60 * time.Second
+
+// Client talks to one Ferry broker over HTTP. It is safe for concurrent use.
+type Client struct {
+	base    *url.URL
+	apiKey  string
+	timeout time.Duration
+	hc      *http.Client
+}
+
+// Option configures a Client in New.
+type Option func(*Client)
+
+// WithAPIKey sends key as `Authorization: Bearer <key>` on every request.
+func WithAPIKey(key string) Option { return func(c *Client) { c.apiKey = key } }
+
+// WithTimeout bounds each request attempt (default 60 s); long polls add their wait to it.
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithHTTPClient sends requests through hc instead of a client of its own. Its CheckRedirect is
+// not used: the Client follows a follower's 307 itself, with the API key.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// New returns a Client for the broker at rawURL ("" means DefaultURL).
+func New(rawURL string, opts ...Option) (*Client, error) {
+	if rawURL == "" {
+		rawURL = DefaultURL
+	}
+	u, err := url.Parse(strings.TrimRight(rawURL, "/"))
+	if err != nil {
+		return nil, err
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.New(`ferry: the broker URL must be absolute http(s), like "http://127.0.0.1:7800"`)
+	}
+	c := &Client{base: u, timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{}
+	}
+	if strings.ContainsAny(c.apiKey, "\r\n") {
+		return nil, errors.New("ferry: the API key cannot hold a line break")
+	}
+	return c, nil
+}
+
+// URL is the broker's base URL, as New was given it.
+func (c *Client) URL() string { return c.base.String() }
+
+// endpoint is the absolute URL of path (already escaped) with query q.
+func (c *Client) endpoint(path string, q url.Values) string {
+	u := *c.base
+	u.Path = strings.TrimRight(c.base.Path, "/") + path
+	u.RawPath = ""
+	if len(q) > 0 {
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// authorize puts the API key on h, when there is one.
+func (c *Client) authorize(h http.Header) {
+	if c.apiKey != "" {
+		h.Set("Authorization", "Bearer "+c.apiKey)
+	}
+}

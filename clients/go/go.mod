@@ -1,0 +1,3 @@
+module github.com/ferrymq/ferry-go
+
+go 1.23
