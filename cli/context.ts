@@ -1,6 +1,6 @@
 /** What every command runs with: the client, the output channels, and the settings. */
 
-import type { Ferry } from "../client/mod.ts";
+import type { Ferry } from "../clients/ts/mod.ts";
 import type { Output } from "./output.ts";
 import type { Settings } from "./settings.ts";
 

@@ -4,7 +4,7 @@
  * stack trace.
  */
 
-import { FerryError, FerryUsageError } from "../client/mod.ts";
+import { FerryError, FerryUsageError } from "../clients/ts/mod.ts";
 import { CliFailure, EXIT, oneLine, refused, usage } from "./failure.ts";
 
 /** What to do about a refusal, by problem code, after the broker's own `detail`. */

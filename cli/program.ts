@@ -5,7 +5,7 @@
  */
 
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
-import { Ferry, FerryUsageError } from "../client/mod.ts";
+import { Ferry, FerryUsageError } from "../clients/ts/mod.ts";
 import { readDuration } from "../protocol/duration.ts";
 import cliConfig from "./deno.json" with { type: "json" };
 import * as admin from "./commands/admin.ts";

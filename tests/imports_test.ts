@@ -1,6 +1,6 @@
 /**
  * The import graph of every project module, as `deno info --json` resolves it: no cycles, lib/
- * depends on nothing outside itself, client/ on nothing but protocol/ and no platform API, and
+ * depends on nothing outside itself, clients/ts/ on nothing but protocol/ and no platform API, and
  * nothing imports the entry point.
  */
 
@@ -121,23 +121,23 @@ Deno.test("protocol/ imports only protocol/, and no Deno or Node API", async () 
   assertEquals(platform, [], "protocol/ modules using Deno, Node or packages");
 });
 
-Deno.test("client/ imports only client/ and protocol/, and no Deno or Node API: it runs in browsers", async () => {
+Deno.test("clients/ts/ imports only clients/ts/ and protocol/, and no Deno or Node API: it runs in browsers", async () => {
   const outside = [...graph].flatMap(([from, tos]) =>
-    from.startsWith("client/")
-      ? [...tos].filter((to) => !to.startsWith("client/") && !to.startsWith("protocol/"))
+    from.startsWith("clients/ts/")
+      ? [...tos].filter((to) => !to.startsWith("clients/ts/") && !to.startsWith("protocol/"))
         .map((to) => `${from} → ${to}`)
       : []
   );
-  assertEquals(outside, [], "client/ imports from outside client/ and protocol/");
+  assertEquals(outside, [], "clients/ts/ imports from outside clients/ts/ and protocol/");
   const platform: string[] = [];
   for (const from of graph.keys()) {
-    if (!from.startsWith("client/")) continue;
+    if (!from.startsWith("clients/ts/")) continue;
     const source = await Deno.readTextFile(new URL(from, ROOT));
     if (/\bDeno\.|\bprocess\.|\bBuffer\b|from\s+["'](node|npm|jsr):/.test(source)) {
       platform.push(from);
     }
   }
-  assertEquals(platform, [], "client/ modules using Deno, Node or packages");
+  assertEquals(platform, [], "clients/ts/ modules using Deno, Node or packages");
 });
 
 Deno.test("nothing imports main.ts: it is the entry point, and runtime.ts is what others import", () => {

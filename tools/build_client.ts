@@ -2,12 +2,12 @@
  * `deno task build:client [--out DIR]`: the client as an npm-style package in `dist/client/`
  * (or DIR), for Node ≥ 20 and bundlers, plus one file for browsers:
  *
- *   mod.js, *.js, *.d.ts    ES modules and their types, compiled by tsc from client/
+ *   mod.js, *.js, *.d.ts    ES modules and their types, compiled by tsc from clients/ts/
  *   protocol/*.js, *.d.ts   the wire types and helpers the client imports, inside the package
  *   ferry.browser.js        the whole client as one ES module (`deno bundle`)
- *   package.json            `@ferry/client`, its version from client/deno.json
+ *   package.json            `@ferry/client`, its version from clients/ts/deno.json
  *
- * The sources are staged in a temp dir with `../protocol/` imports rewritten to `./protocol/`,
+ * The sources are staged in a temp dir with `../../protocol/` imports rewritten to `./protocol/`,
  * so the package is self-contained; tsc's `rewriteRelativeImportExtensions` turns the `.ts`
  * specifiers into `.js`. The new package replaces the old one only once it is complete.
  */
@@ -15,7 +15,7 @@
 import ts from "typescript";
 
 const ROOT = new URL("../", import.meta.url);
-const CLIENT = new URL("client/", ROOT);
+const CLIENT = new URL("clients/ts/", ROOT);
 const PROTOCOL = new URL("protocol/", ROOT);
 
 /** What tsc compiles the client with: what the platforms it targets all have. */
@@ -53,13 +53,16 @@ async function sources(dir: URL): Promise<string[]> {
   return names.sort();
 }
 
-/** Copies client/ and protocol/ into `stage`, with protocol imports pointing inside it. */
+/** Copies clients/ts/ and protocol/ into `stage`, with protocol imports pointing inside it. */
 async function stageSources(stage: string): Promise<string[]> {
   await Deno.mkdir(`${stage}/protocol`, { recursive: true });
   const files: string[] = [];
   for (const name of await sources(CLIENT)) {
     const text = await Deno.readTextFile(new URL(name, CLIENT));
-    await Deno.writeTextFile(`${stage}/${name}`, text.replaceAll('"../protocol/', '"./protocol/'));
+    await Deno.writeTextFile(
+      `${stage}/${name}`,
+      text.replaceAll('"../../protocol/', '"./protocol/'),
+    );
     files.push(`${stage}/${name}`);
   }
   for (const name of await sources(PROTOCOL)) {
@@ -98,7 +101,7 @@ async function rewriteDeclarations(dir: string): Promise<void> {
   }
 }
 
-/** Bundles client/mod.ts into one ES module for browsers. */
+/** Bundles clients/ts/mod.ts into one ES module for browsers. */
 async function bundle(file: string): Promise<void> {
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["bundle", "--quiet", "--platform", "browser", "--format", "esm", "-o", file, "mod.ts"],

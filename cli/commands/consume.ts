@@ -3,7 +3,7 @@
  * --no-ack), so a message is never acked before it has been written out.
  */
 
-import { FerryError } from "../../client/mod.ts";
+import { FerryError } from "../../clients/ts/mod.ts";
 import type { MessageJson } from "../../protocol/wire.ts";
 import { pause, reconnectDelay } from "../backoff.ts";
 import type { Ctx } from "../context.ts";

@@ -6,7 +6,7 @@
  */
 
 import { resolve } from "node:path";
-import type { BatchMessage } from "../../client/mod.ts";
+import type { BatchMessage } from "../../clients/ts/mod.ts";
 import {
   BATCH_MESSAGE_FIELDS,
   type BatchPublishMessage,

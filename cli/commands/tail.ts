@@ -6,7 +6,7 @@
  * have left the topic (`event: reset`), tail says so on stderr.
  */
 
-import { FerryConnectionError, type FerryError } from "../../client/mod.ts";
+import { FerryConnectionError, type FerryError } from "../../clients/ts/mod.ts";
 import type { Ctx } from "../context.ts";
 import { lostBecause } from "../explain.ts";
 import { usage } from "../failure.ts";

@@ -9,7 +9,7 @@
  *     loops' end.
  */
 
-import { Ferry } from "../../client/mod.ts";
+import { Ferry } from "../../clients/ts/mod.ts";
 
 const [url, topic, count, loops, batch] = Deno.args;
 if (!url || !topic || !count || !loops || !batch) {

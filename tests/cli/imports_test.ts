@@ -1,5 +1,5 @@
 /**
- * The CLI is built on the client: cli/ imports only cli/, client/mod.ts, protocol/ and its npm
+ * The CLI is built on the client: cli/ imports only cli/, clients/ts/mod.ts, protocol/ and its npm
  * packages, and never calls fetch itself, so one place speaks the wire.
  */
 
@@ -15,7 +15,7 @@ async function sources(dir: URL, out: URL[] = []): Promise<URL[]> {
   return out;
 }
 
-Deno.test("cli/ imports only cli/, client/mod.ts, protocol/ and npm packages; it has no fetch", async () => {
+Deno.test("cli/ imports only cli/, clients/ts/mod.ts, protocol/ and npm packages; it has no fetch", async () => {
   const root = new URL("../../", import.meta.url).href;
   const wrong: string[] = [];
   for (const file of await sources(CLI)) {
@@ -31,7 +31,7 @@ Deno.test("cli/ imports only cli/, client/mod.ts, protocol/ and npm packages; it
         continue;
       }
       const to = new URL(spec!, file).href.slice(root.length);
-      if (!/^(cli\/|protocol\/|client\/mod\.ts$)/.test(to)) wrong.push(`${name} → ${to}`);
+      if (!/^(cli\/|protocol\/|clients\/ts\/mod\.ts$)/.test(to)) wrong.push(`${name} → ${to}`);
     }
     if (/\bfetch\(/.test(text)) wrong.push(`${name} calls fetch`);
   }

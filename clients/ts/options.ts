@@ -3,8 +3,8 @@
  * contract string like `"30s"`, or milliseconds) and filters.
  */
 
-import { formatDuration, readDuration } from "../protocol/duration.ts";
-import type { MessageJson, Priority } from "../protocol/wire.ts";
+import { formatDuration, readDuration } from "../../protocol/duration.ts";
+import type { MessageJson, Priority } from "../../protocol/wire.ts";
 import type { RetryInfo } from "./http.ts";
 
 /** A message as consume, peek, streams and WebSockets give it (CONTRACT "Message object"). */

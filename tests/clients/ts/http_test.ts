@@ -5,18 +5,18 @@
  * before or after the broker acted, and a 307 to another node.
  */
 
-import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
-import { settle } from "../_support/http.ts";
-import { startProxy } from "../_support/proxy.ts";
-import { startRestartable } from "../_support/restartable.ts";
-import { withBroker } from "../_support/server.ts";
+import { assert, assertEquals, assertMatch } from "../../_support/assert.ts";
+import { settle } from "../../_support/http.ts";
+import { startProxy } from "../../_support/proxy.ts";
+import { startRestartable } from "../../_support/restartable.ts";
+import { withBroker } from "../../_support/server.ts";
 import {
   Ferry,
   FerryConnectionError,
   FerryError,
   FerryTimeoutError,
   type RetryInfo,
-} from "../../client/mod.ts";
+} from "../../../clients/ts/mod.ts";
 
 /** A fetch that counts the requests it sends. */
 function counting(): { n: number; fetch: typeof fetch } {

@@ -28,7 +28,7 @@ import type {
   ReleaseAnswer,
   RequeueAnswer,
   TouchAnswer,
-} from "../protocol/wire.ts";
+} from "../../protocol/wire.ts";
 import {
   type ConsumeOptions,
   type Duration,

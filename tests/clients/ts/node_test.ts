@@ -7,10 +7,10 @@
  */
 
 import ts from "typescript";
-import { assert, assertEquals } from "../_support/assert.ts";
-import { startBroker } from "../_support/server.ts";
+import { assert, assertEquals } from "../../_support/assert.ts";
+import { startBroker } from "../../_support/server.ts";
 
-const ROOT = new URL("../../", import.meta.url).pathname;
+const ROOT = new URL("../../../", import.meta.url).pathname;
 const NODE = "/usr/bin/node";
 
 /** Runs `deno task build:client --out <dir>`; throws with its output when it fails. */

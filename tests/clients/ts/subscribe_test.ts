@@ -4,14 +4,14 @@
  * gone, and reconnecting and subscribing again after the broker restarts behind the same address.
  */
 
-import { assert, assertEquals } from "../_support/assert.ts";
-import { startProxy } from "../_support/proxy.ts";
-import { startRestartable } from "../_support/restartable.ts";
-import { withLiveBroker } from "../_support/server.ts";
-import { start, stop, withDataDir } from "../_support/child.ts";
-import { eventually, Inbox, within } from "../_support/wait.ts";
-import { Ferry, FerryConnectionError, FerryError, type Message } from "../../client/mod.ts";
-import { reconnectDelay } from "../../client/backoff.ts";
+import { assert, assertEquals } from "../../_support/assert.ts";
+import { startProxy } from "../../_support/proxy.ts";
+import { startRestartable } from "../../_support/restartable.ts";
+import { withLiveBroker } from "../../_support/server.ts";
+import { start, stop, withDataDir } from "../../_support/child.ts";
+import { eventually, Inbox, within } from "../../_support/wait.ts";
+import { Ferry, FerryConnectionError, FerryError, type Message } from "../../../clients/ts/mod.ts";
+import { reconnectDelay } from "../../../clients/ts/backoff.ts";
 
 /** True once `topic` (and `group`) has nothing ready or in flight. */
 async function settled(ferry: Ferry, topic: string, group = ""): Promise<boolean> {

@@ -18,7 +18,7 @@
  *   answered by the platform's WebSocket.
  */
 
-import type { RequeueAnswer, WsClientFrame, WsServerFrame } from "../protocol/wire.ts";
+import type { RequeueAnswer, WsClientFrame, WsServerFrame } from "../../protocol/wire.ts";
 import { reconnectDelay, RESTART_QUIET_ATTEMPTS } from "./backoff.ts";
 import { FerryConnectionError, FerryError } from "./errors.ts";
 import type { GroupOptions, Message, RequeueOptions } from "./options.ts";

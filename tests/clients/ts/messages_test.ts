@@ -4,18 +4,18 @@
  * visibility, stopping on an AbortSignal, and failures waited out or surfaced.
  */
 
-import { assert, assertEquals } from "../_support/assert.ts";
-import { settle } from "../_support/http.ts";
-import { startProxy } from "../_support/proxy.ts";
-import { withLiveBroker } from "../_support/server.ts";
-import { within } from "../_support/wait.ts";
+import { assert, assertEquals } from "../../_support/assert.ts";
+import { settle } from "../../_support/http.ts";
+import { startProxy } from "../../_support/proxy.ts";
+import { withLiveBroker } from "../../_support/server.ts";
+import { within } from "../../_support/wait.ts";
 import {
   Ferry,
   FerryConnectionError,
   FerryError,
   LEFT_EARLY_REASON,
   type Message,
-} from "../../client/mod.ts";
+} from "../../../clients/ts/mod.ts";
 
 /** A client that records `METHOD path` of each request. */
 function recordingFerry(url: string) {

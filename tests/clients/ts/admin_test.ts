@@ -4,12 +4,12 @@
  * every route of the broker's route table.
  */
 
-import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
-import { parseMetrics } from "../_support/metrics.ts";
-import { withBroker } from "../_support/server.ts";
-import { Inbox } from "../_support/wait.ts";
-import { Ferry, FerryError } from "../../client/mod.ts";
-import { ROUTES } from "../../routes/app.ts";
+import { assert, assertEquals, assertMatch } from "../../_support/assert.ts";
+import { parseMetrics } from "../../_support/metrics.ts";
+import { withBroker } from "../../_support/server.ts";
+import { Inbox } from "../../_support/wait.ts";
+import { Ferry, FerryError } from "../../../clients/ts/mod.ts";
+import { ROUTES } from "../../../routes/app.ts";
 
 Deno.test("Ferry.createTopic() sends retain only for a retention above 0, and 409s a repeat", async () => {
   await withBroker({}, async (ctx) => {

@@ -5,10 +5,15 @@
  * it into a usage error (exit 2) on one line.
  */
 
-import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
-import { ferry } from "../_support/cli.ts";
-import { withBroker } from "../_support/server.ts";
-import { Ferry, FerryConnectionError, FerryError, FerryUsageError } from "../../client/mod.ts";
+import { assert, assertEquals, assertMatch } from "../../_support/assert.ts";
+import { ferry } from "../../_support/cli.ts";
+import { withBroker } from "../../_support/server.ts";
+import {
+  Ferry,
+  FerryConnectionError,
+  FerryError,
+  FerryUsageError,
+} from "../../../clients/ts/mod.ts";
 
 /** A fetch that counts the requests it sends. */
 function counting(): { n: number; fetch: typeof fetch } {

@@ -48,7 +48,7 @@ export type {
 export { payloadBytes, payloadJson, payloadText, type PublishBody } from "./payload.ts";
 export { EventStream, type StreamOptions } from "./stream.ts";
 export { type Handler, type SubscribeOptions, Subscription } from "./subscribe.ts";
-export type { ErrorCode } from "../protocol/error_codes.ts";
+export type { ErrorCode } from "../../protocol/error_codes.ts";
 export type {
   BatchAckAnswer,
   BatchPublishAnswer,
@@ -74,4 +74,4 @@ export type {
   WebhookItem,
   WebhookJson,
   WebhookOutcome,
-} from "../protocol/wire.ts";
+} from "../../protocol/wire.ts";

@@ -7,11 +7,11 @@
  */
 
 import { chromium } from "playwright-core";
-import { assert, assertEquals } from "../_support/assert.ts";
-import { startBroker } from "../_support/server.ts";
-import { eventually } from "../_support/wait.ts";
+import { assert, assertEquals } from "../../_support/assert.ts";
+import { startBroker } from "../../_support/server.ts";
+import { eventually } from "../../_support/wait.ts";
 
-const ROOT = new URL("../../", import.meta.url).pathname;
+const ROOT = new URL("../../../", import.meta.url).pathname;
 const CHROMIUM = "/usr/bin/chromium";
 /** The flags PLATFORM.md lists for Chromium on these machines. */
 const CHROMIUM_ARGS = [

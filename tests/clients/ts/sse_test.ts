@@ -1,7 +1,7 @@
 /** SseParser: the event-stream format as the HTML standard parses it, fed in awkward chunks. */
 
-import { assertEquals } from "../_support/assert.ts";
-import { SseParser } from "../../client/sse.ts";
+import { assertEquals } from "../../_support/assert.ts";
+import { SseParser } from "../../../clients/ts/sse.ts";
 
 /** Feeds `text` cut at every position in `cuts`, returning every event. */
 function parse(text: string, cuts: number[] = [], lastEventId = "") {

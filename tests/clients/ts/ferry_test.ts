@@ -4,10 +4,16 @@
  * the client sends is read off the wire through its `fetch` option.
  */
 
-import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
-import { UUID_V7 } from "../_support/http.ts";
-import { withBroker } from "../_support/server.ts";
-import { Ferry, FerryError, payloadBytes, payloadJson, payloadText } from "../../client/mod.ts";
+import { assert, assertEquals, assertMatch } from "../../_support/assert.ts";
+import { UUID_V7 } from "../../_support/http.ts";
+import { withBroker } from "../../_support/server.ts";
+import {
+  Ferry,
+  FerryError,
+  payloadBytes,
+  payloadJson,
+  payloadText,
+} from "../../../clients/ts/mod.ts";
 
 /** A fetch that records each request's method, URL, headers and body text before sending it. */
 function recording() {

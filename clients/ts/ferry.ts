@@ -12,7 +12,7 @@ import type {
   PublishAnswer,
   RequeueAnswer,
   TouchAnswer,
-} from "../protocol/wire.ts";
+} from "../../protocol/wire.ts";
 import { FerryAdmin, seg } from "./admin.ts";
 import { Http } from "./http.ts";
 import { MessageLoop, type MessagesOptions, type SettleListener } from "./messages.ts";

@@ -17,7 +17,7 @@ import {
   isBusy,
   problemError,
 } from "./errors.ts";
-import type { ErrorCode } from "../protocol/error_codes.ts";
+import type { ErrorCode } from "../../protocol/error_codes.ts";
 
 /** A retry about to happen, as `onRetry` hears it. */
 export interface RetryInfo {

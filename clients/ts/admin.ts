@@ -21,7 +21,7 @@ import type {
   WebhookDeleted,
   WebhookItem,
   WebhookJson,
-} from "../protocol/wire.ts";
+} from "../../protocol/wire.ts";
 import type { Call, Http } from "./http.ts";
 import { type CallOptions, durationText, type Message, type TopicOptions } from "./options.ts";
 

@@ -4,13 +4,13 @@
  * surfaced through onReset, a silent connection replaced, and the signal ending it.
  */
 
-import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
-import { settle } from "../_support/http.ts";
-import { startProxy } from "../_support/proxy.ts";
-import { startRestartable } from "../_support/restartable.ts";
-import { withLiveBroker } from "../_support/server.ts";
-import { Inbox, within } from "../_support/wait.ts";
-import { type EventStream, Ferry, type Message } from "../../client/mod.ts";
+import { assert, assertEquals, assertMatch } from "../../_support/assert.ts";
+import { settle } from "../../_support/http.ts";
+import { startProxy } from "../../_support/proxy.ts";
+import { startRestartable } from "../../_support/restartable.ts";
+import { withLiveBroker } from "../../_support/server.ts";
+import { Inbox, within } from "../../_support/wait.ts";
+import { type EventStream, Ferry, type Message } from "../../../clients/ts/mod.ts";
 
 /** Reads `events` in the background into an inbox; `done` settles when the loop ends. */
 function drain(events: EventStream) {

@@ -4,12 +4,12 @@
  * put in place of the default one).
  */
 
-import { assert, assertEquals } from "../_support/assert.ts";
-import { withLiveBroker } from "../_support/server.ts";
+import { assert, assertEquals } from "../../_support/assert.ts";
+import { withLiveBroker } from "../../_support/server.ts";
 
-const ROOT = new URL("../../", import.meta.url);
+const ROOT = new URL("../../../", import.meta.url);
 /** The line that stands right before the example in README.md. */
-export const MARKER = "<!-- tests/client/readme_example_test.ts runs the next block -->";
+export const MARKER = "<!-- tests/clients/ts/readme_example_test.ts runs the next block -->";
 
 /** The fenced block after the marker, without its fences. */
 function example(readme: string): string {

@@ -6,8 +6,8 @@
  * as given throws a `FerryUsageError`, a TypeError, before anything is sent.
  */
 
-import type { ErrorCode } from "../protocol/error_codes.ts";
-import type { Problem } from "../protocol/wire.ts";
+import type { ErrorCode } from "../../protocol/error_codes.ts";
+import type { Problem } from "../../protocol/wire.ts";
 
 /**
  * Codes of errors that carry no problem body: `timeout` and `connection_failed` for the two
