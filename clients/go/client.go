@@ -54,6 +54,11 @@ func New(rawURL string, opts ...Option) (*Client, error) {
 	if c.hc == nil {
 		c.hc = &http.Client{}
 	}
+	// A copy, so the caller's client keeps its own redirect rule: this one hands 307s back, and
+	// request follows them itself with the key and the body.
+	hc := *c.hc
+	hc.CheckRedirect = noRedirect
+	c.hc = &hc
 	if strings.ContainsAny(c.apiKey, "\r\n") {
 		return nil, errors.New("ferry: the API key cannot hold a line break")
 	}
