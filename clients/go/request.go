@@ -81,7 +81,7 @@ func (c *Client) request(ctx context.Context, cl *call, out any) (int, error) {
 				if out != nil && len(bytes.TrimSpace(data)) > 0 {
 					if jerr := json.Unmarshal(data, out); jerr != nil {
 						return status, &Error{Status: status, Code: "bad_response",
-							Detail: fmt.Sprintf("%s: cannot read the answer: %v", action, jerr),
+							Detail:    fmt.Sprintf("%s: cannot read the answer: %v", action, jerr),
 							RequestID: h.Get("X-Request-Id")}
 					}
 				}
