@@ -71,8 +71,12 @@ func (c *Client) URL() string { return c.base.String() }
 // endpoint is the absolute URL of path (already escaped) with query q.
 func (c *Client) endpoint(path string, q url.Values) string {
 	u := *c.base
-	u.Path = strings.TrimRight(c.base.Path, "/") + path
-	u.RawPath = ""
+	raw := strings.TrimRight(c.base.EscapedPath(), "/") + path
+	if p, err := url.PathUnescape(raw); err == nil {
+		u.Path, u.RawPath = p, raw // RawPath keeps the segments' escapes (%2F stays in one segment)
+	} else {
+		u.Path, u.RawPath = raw, ""
+	}
 	if len(q) > 0 {
 		u.RawQuery = q.Encode()
 	}
