@@ -255,3 +255,35 @@ func TestRedirectFollowedWithKeyAndBody(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestProxy503RetriedOnlyWhenSafe(t *testing.T) {
+	var hits atomic.Int32
+	proxy := proxyTo(t, shared.URL)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1)%2 == 1 { // every other request: a proxy's plain 503
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(503)
+			io.WriteString(w, "upstream unavailable")
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	c, _ := ferry.New(srv.URL)
+	ctx := ctxT(t)
+	if _, err := c.Stats(ctx); err != nil {
+		t.Fatalf("a read after a proxy's 503: %v", err)
+	}
+	if hits.Load() != 2 {
+		t.Fatalf("%d attempts, want 2", hits.Load())
+	}
+	_, err := c.Publish(ctx, topicName(t), []byte("x"), nil)
+	var fe *ferry.Error
+	if !errors.As(err, &fe) || fe.Status != 503 || fe.Code != "bad_response" {
+		t.Fatalf("a publish without key after a proxy's 503: %v", err)
+	}
+	if hits.Load() != 3 {
+		t.Fatalf("the publish was sent again (%d attempts)", hits.Load())
+	}
+}

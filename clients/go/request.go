@@ -103,7 +103,10 @@ func (c *Client) request(ctx context.Context, cl *call, out any) (int, error) {
 		case cl.noRetry || attempt >= maxRetries:
 			return status, err
 		case errors.As(err, &fe):
-			if fe.Status != http.StatusTooManyRequests && fe.Status != http.StatusServiceUnavailable {
+			busy := fe.Status == http.StatusTooManyRequests || fe.Status == http.StatusServiceUnavailable
+			// The broker refuses a 429/503 before acting; a 503 that is not its problem answer
+			// (a proxy's) may come after the work was done, so only safe calls try again.
+			if !busy || (fe.Code == "bad_response" && !cl.idempotent) {
 				return status, err
 			}
 			if fe.RetryAfter > 0 {
