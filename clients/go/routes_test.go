@@ -80,6 +80,7 @@ func TestEveryRouteHasAMethod(t *testing.T) {
 	client := reflect.TypeOf(&ferry.Client{})
 	var missing []string
 	seen := 0
+	listed := map[string]bool{}
 	for path, ops := range doc.Paths {
 		for method := range ops {
 			switch method {
@@ -89,6 +90,7 @@ func TestEveryRouteHasAMethod(t *testing.T) {
 			}
 			op := strings.ToUpper(method) + " " + path
 			seen++
+			listed[op] = true
 			if name, ok := covered[op]; ok {
 				if _, has := client.MethodByName(name); !has && !otherDeveloper[name] {
 					missing = append(missing, op+": Client has no method "+name)
@@ -97,6 +99,13 @@ func TestEveryRouteHasAMethod(t *testing.T) {
 			}
 			if _, ok := skipped[op]; !ok {
 				missing = append(missing, op+": neither a Go method nor a reason")
+			}
+		}
+	}
+	for _, m := range []map[string]string{covered, skipped} {
+		for op := range m {
+			if !listed[op] {
+				missing = append(missing, op+": in the test's map but not in openapi.json")
 			}
 		}
 	}
