@@ -32,6 +32,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	shared = b
+	os.Setenv("FERRY_URL", b.URL) // the Examples reach the shared broker through it
 	code := m.Run()
 	b.stop()
 	os.RemoveAll(dir)

@@ -54,6 +54,11 @@ func New(rawURL string, opts ...Option) (*Client, error) {
 	if c.hc == nil {
 		c.hc = &http.Client{}
 	}
+	// A copy, so the caller's client keeps its own redirect rule: this one hands 307s back, and
+	// request follows them itself with the key and the body.
+	hc := *c.hc
+	hc.CheckRedirect = noRedirect
+	c.hc = &hc
 	if strings.ContainsAny(c.apiKey, "\r\n") {
 		return nil, errors.New("ferry: the API key cannot hold a line break")
 	}
@@ -66,8 +71,12 @@ func (c *Client) URL() string { return c.base.String() }
 // endpoint is the absolute URL of path (already escaped) with query q.
 func (c *Client) endpoint(path string, q url.Values) string {
 	u := *c.base
-	u.Path = strings.TrimRight(c.base.Path, "/") + path
-	u.RawPath = ""
+	raw := strings.TrimRight(c.base.EscapedPath(), "/") + path
+	if p, err := url.PathUnescape(raw); err == nil {
+		u.Path, u.RawPath = p, raw // RawPath keeps the segments' escapes (%2F stays in one segment)
+	} else {
+		u.Path, u.RawPath = raw, ""
+	}
 	if len(q) > 0 {
 		u.RawQuery = q.Encode()
 	}

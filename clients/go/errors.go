@@ -19,6 +19,7 @@ type Error struct {
 	RetryAfter int
 }
 
+// Error is "ferry: <status> <code>: <detail>".
 func (e *Error) Error() string {
 	return fmt.Sprintf("ferry: %d %s: %s", e.Status, e.Code, e.Detail)
 }

@@ -1,0 +1,41 @@
+// Package ferry is the Go client of Ferry, a message broker over HTTP.
+//
+// Ferry keeps topics of messages. Producers publish raw bytes to a topic; consumers take
+// messages from it, each leased for a visibility timeout until it is acked (done), requeued
+// (given back; the third time it goes to the dead-letter queue `{topic}.dlq`), or its lease
+// ends. Named consumer groups each receive every message, like Pub/Sub subscriptions.
+//
+// # Client
+//
+// New returns a Client for one broker; it is safe for concurrent use. Every call takes a
+// context.Context first, durations are time.Duration, payloads are []byte, and options are a
+// pointer that may be nil:
+//
+//	c, err := ferry.New("http://127.0.0.1:7800", ferry.WithAPIKey(key))
+//	res, err := c.Publish(ctx, "orders", []byte(`{"id":1}`), nil)
+//	msgs, err := c.Consume(ctx, "orders", &ferry.ConsumeOptions{Limit: 10, Wait: 5 * time.Second})
+//	for _, m := range msgs {
+//		// handle m.Payload …
+//		err = c.Ack(ctx, "orders", m.ID, nil)
+//	}
+//
+// An empty queue is an empty slice and a nil error.
+//
+// # Errors
+//
+// A refusal by the broker (an RFC 9457 problem answer) is an *Error with the HTTP Status, the
+// stable Code (`invalid_name`, `message_not_found`, `queue_full`, …), the Detail and the
+// broker's RequestID; read it with errors.As. A call that ran past its timeout or its
+// context's deadline matches ErrTimeout, and one that could not reach the broker, or lost the
+// connection, matches ErrConnection (errors.Is).
+//
+// # Timeouts and retries
+//
+// Each attempt is bounded by the client's timeout (WithTimeout, default 60 s) plus, for a long
+// poll, its Wait. 429 and 503 answers are retried up to three times, waiting the Retry-After the
+// broker sends (at most 5 s) or a jittered backoff from 200 ms. A lost connection is retried only
+// for calls that are safe to repeat: reads, acks, touches, deletes, and a Publish or
+// PublishBatch that carries idempotency keys; never a Requeue, Redrive, CreateTopic or Drain.
+// A timeout is never retried. A cluster follower's 307 redirect to the leader is followed with
+// the API key and the body.
+package ferry

@@ -1,0 +1,164 @@
+package ferry
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// PublishOptions are the optional settings of Publish; a nil *PublishOptions means none.
+type PublishOptions struct {
+	// TTL drops the message if it is not consumed within this time (0: never).
+	TTL time.Duration
+	// Delay hides the message until this time has passed.
+	Delay time.Duration
+	// Priority is high, normal (the default) or low.
+	Priority Priority
+	// IdempotencyKey: a repeat within 5 minutes stores nothing and answers the original ID with
+	// Deduplicated set. With a key, a publish whose connection was lost is sent again.
+	IdempotencyKey string
+	// Headers are stored with the message; a name without the `X-MQ-` prefix gets it.
+	Headers map[string]string
+	// Broadcast hands the message to the consumers waiting at this instant and to live
+	// streams, never storing it.
+	Broadcast bool
+	// ContentType is the payload's Content-Type, kept for webhooks (default
+	// application/octet-stream).
+	ContentType string
+}
+
+// PublishResult is the broker's answer to a publish.
+type PublishResult struct {
+	// ID is the message's id (UUIDv7); for a repeated idempotency key, the original's.
+	ID    string `json:"id"`
+	Topic string `json:"topic"`
+	// Timestamp is when the broker stored it.
+	Timestamp time.Time `json:"timestamp"`
+	Priority  string    `json:"priority"`
+	// Deduplicated is true when the idempotency key was seen within its window: nothing stored.
+	Deduplicated bool `json:"deduplicated"`
+	// VisibleAt is when a delayed message becomes available (zero without Delay).
+	VisibleAt time.Time `json:"visible_at,omitzero"`
+	// ExpiresAt is when its TTL ends (zero without TTL).
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// Broadcast is true for a broadcast, which has no ID; DeliveredTo says how many got it.
+	Broadcast   bool `json:"broadcast,omitempty"`
+	DeliveredTo int  `json:"delivered_to,omitempty"`
+}
+
+// mqHeader is name with the X-MQ- prefix the broker stores.
+func mqHeader(name string) string {
+	if len(name) >= 5 && strings.EqualFold(name[:5], "x-mq-") {
+		return name
+	}
+	return "X-MQ-" + name
+}
+
+// Publish stores body as one message of topic (POST /publish/{topic}; the topic is created on
+// its first publish). A 2xx means it is durable. It is retried after a lost connection only
+// when it carries an IdempotencyKey.
+func (c *Client) Publish(ctx context.Context, topic string, body []byte, opts *PublishOptions) (*PublishResult, error) {
+	if opts == nil {
+		opts = &PublishOptions{}
+	}
+	q := url.Values{}
+	if opts.TTL > 0 {
+		q.Set("ttl", durationText(opts.TTL))
+	}
+	if opts.Delay > 0 {
+		q.Set("delay", durationText(opts.Delay))
+	}
+	if opts.Priority != "" {
+		q.Set("priority", string(opts.Priority))
+	}
+	if opts.Broadcast {
+		q.Set("broadcast", "true")
+	}
+	h := http.Header{}
+	for k, v := range opts.Headers {
+		h.Set(mqHeader(k), v)
+	}
+	if opts.IdempotencyKey != "" {
+		h.Set("Idempotency-Key", opts.IdempotencyKey)
+	}
+	ct := opts.ContentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	if body == nil {
+		body = []byte{}
+	}
+	var res PublishResult
+	_, err := c.request(ctx, &call{method: "POST", path: "/publish/" + seg(topic), query: q,
+		body: body, contentType: ct, header: h, idempotent: opts.IdempotencyKey != ""}, &res)
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// BatchMessage is one message of PublishBatch.
+type BatchMessage struct {
+	Payload        []byte
+	TTL            time.Duration
+	Delay          time.Duration
+	Priority       Priority
+	IdempotencyKey string
+	// Headers are stored with the message; a name without the `X-MQ-` prefix gets it.
+	Headers     map[string]string
+	ContentType string
+}
+
+// PublishBatch stores up to 1,000 messages in one request (POST /publish/{topic}/batch), all or
+// nothing, and returns one result per message in order. It is retried after a lost connection
+// only when every message carries an IdempotencyKey.
+func (c *Client) PublishBatch(ctx context.Context, topic string, msgs []BatchMessage) ([]*PublishResult, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	type item struct {
+		Payload        []byte            `json:"payload"`
+		TTL            string            `json:"ttl,omitempty"`
+		Delay          string            `json:"delay,omitempty"`
+		Priority       Priority          `json:"priority,omitempty"`
+		IdempotencyKey string            `json:"idempotency_key,omitempty"`
+		Headers        map[string]string `json:"headers,omitempty"`
+		ContentType    string            `json:"content_type,omitempty"`
+	}
+	items := make([]item, len(msgs))
+	keyed := true
+	for i, m := range msgs {
+		it := item{Payload: m.Payload, Priority: m.Priority, IdempotencyKey: m.IdempotencyKey,
+			ContentType: m.ContentType}
+		if it.Payload == nil {
+			it.Payload = []byte{}
+		}
+		if m.TTL > 0 {
+			it.TTL = durationText(m.TTL)
+		}
+		if m.Delay > 0 {
+			it.Delay = durationText(m.Delay)
+		}
+		if len(m.Headers) > 0 {
+			it.Headers = map[string]string{}
+			for k, v := range m.Headers {
+				it.Headers[mqHeader(k)] = v
+			}
+		}
+		if m.IdempotencyKey == "" {
+			keyed = false
+		}
+		items[i] = it
+	}
+	var res struct {
+		Messages []*PublishResult `json:"messages"`
+	}
+	_, err := c.request(ctx, &call{method: "POST", path: "/publish/" + seg(topic) + "/batch",
+		json: items, idempotent: keyed}, &res)
+	if err != nil {
+		return nil, err
+	}
+	return res.Messages, nil
+}
