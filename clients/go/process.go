@@ -51,7 +51,8 @@ const (
 //
 // Transient failures (a lost connection, a timeout, 429, 5xx) are waited out, 1 s doubling to
 // 32 s. A refusal waiting cannot mend (a bad name, a missing key: 4xx) ends Process with its
-// *Error. Failed acks are tried again at the next flush.
+// *Error. Failed acks are tried again at the next flush. A long poll cut short by ctx may have
+// been answered by the broker already: what it leased comes back when its lease ends.
 func (c *Client) Process(ctx context.Context, topic string, opts *ProcessOptions,
 	handler func(ctx context.Context, m *Message) error) error {
 	if opts == nil {

@@ -198,3 +198,27 @@ func TestProcessEndsOnARefusal(t *testing.T) {
 		t.Fatalf("Process on a bad name: %v; want a 400 invalid_name", err)
 	}
 }
+
+func TestProcessReleasesAMessageItsHandlerGaveUpOnCancel(t *testing.T) {
+	topic := topicName(t)
+	publish(t, shared.URL, topic, `"interrupted"`)
+	c := newClient(t, shared.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := runProcess(ctx, c, topic, nil, func(ctx context.Context, m *ferry.Message) error {
+		cancel()
+		<-ctx.Done()
+		return fmt.Errorf("stopped: %w", ctx.Err())
+	})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Released, not requeued: ready at once, no attempt counted, no reason.
+	var m ferry.Message
+	if st := post(t, "GET", shared.URL+"/consume/"+url.PathEscape(topic)+"?timeout=1s", "", &m); st != 200 {
+		t.Fatalf("consume after Process: %d; the message is not ready", st)
+	}
+	if string(m.Payload) != `"interrupted"` || m.RetryCount != 0 || m.Reason != "" {
+		t.Fatalf("got %q, retry_count %d, reason %q", m.Payload, m.RetryCount, m.Reason)
+	}
+}

@@ -45,7 +45,8 @@ type Subscription struct {
 // see SubscriptionQueue for what happens when it falls behind. The socket answers the broker's
 // Pings (its reader always runs), and after a lost connection (a restart, a network cut) it
 // reconnects, waiting 1 s doubling to 32 s, and subscribes every pattern again; messages stored
-// while it was away are not heard (WebSocket has no resume: use Stream for that).
+// while it was away are not heard (WebSocket has no resume: use Stream for that). A message
+// matching two patterns of one Subscription is handed to it twice, once per pattern.
 func (c *Client) Subscribe(ctx context.Context, pattern string, handler func(*Message)) (*Subscription, error) {
 	if handler == nil {
 		return nil, errors.New("ferry: Subscribe needs a handler")
