@@ -38,8 +38,9 @@ type Subscription struct {
 // Subscribe spies on the topics pattern matches (`orders`, `orders.*`: a trailing `*` matches
 // any suffix, `*` alone every topic) over the Client's one WebSocket, which every Subscription
 // of the Client shares: it opens with the first and closes with the last. It returns once the
-// broker confirmed the pattern, or with ctx's error, or with the broker's refusal (*Error with
-// Status 0 and the error frame's Code and Detail).
+// broker confirmed the pattern, or with ctx's error, or with the broker's refusal: an *Error
+// with the HTTP status of a refused upgrade (401, 403), or with Status 0 and the error frame's
+// Code and Detail.
 //
 // handler runs on a goroutine of the Subscription, one message at a time in the order received;
 // see SubscriptionQueue for what happens when it falls behind. The socket answers the broker's
@@ -288,9 +289,16 @@ func (h *wsHub) run(ctx context.Context) {
 	h.c.authorize(header)
 	for ctx.Err() == nil {
 		dctx, cancel := context.WithTimeout(ctx, h.c.timeout)
-		conn, _, err := websocket.Dial(dctx, h.c.endpoint("/ws", nil),
+		conn, res, err := websocket.Dial(dctx, h.c.endpoint("/ws", nil),
 			&websocket.DialOptions{HTTPClient: h.c.hc, HTTPHeader: header})
 		cancel()
+		if err != nil && res != nil && res.StatusCode >= 400 && res.Body != nil {
+			// A refusal of the upgrade (401, 403, …) fails every Add waiting now; the socket
+			// keeps trying, with the backoff, for any later one.
+			if fe := loopRefusal(res); !loopRetryable(fe.Status) {
+				h.failWaiters(fe)
+			}
+		}
 		if err == nil {
 			conn.SetReadLimit(maxEventBytes)
 			h.mu.Lock()
@@ -322,6 +330,19 @@ func (h *wsHub) run(ctx context.Context) {
 			return
 		}
 		failures++
+	}
+}
+
+// failWaiters ends every Add waiting for a confirmation with err.
+func (h *wsHub) failWaiters(err error) {
+	h.mu.Lock()
+	waiters := h.waiters
+	h.waiters = map[string][]chan error{}
+	h.mu.Unlock()
+	for _, ws := range waiters {
+		for _, w := range ws {
+			w <- err
+		}
 	}
 }
 

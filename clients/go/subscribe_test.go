@@ -2,9 +2,11 @@ package ferry_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -234,5 +236,50 @@ func TestSubscribeEndsWithTheContextWhenTheBrokerIsAway(t *testing.T) {
 	sub, err := c.Subscribe(ctx, "orders", func(*ferry.Message) {})
 	if err == nil || sub != nil || ctx.Err() == nil {
 		t.Fatalf("Subscribe with no broker gave %v, %v", sub, err)
+	}
+}
+
+func TestStreamSubscribeAndProcessSendTheAPIKey(t *testing.T) {
+	b := ownBroker(t, "BROKER_API_KEYS=k1")
+	topic := topicName(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	anon := newClient(t, b.URL)
+	var fe *ferry.Error
+	if _, err := anon.Subscribe(ctx, topic, func(*ferry.Message) {}); !errors.As(err, &fe) || fe.Status != 401 {
+		t.Fatalf("Subscribe without a key: %v; want a 401", err)
+	}
+	for _, err := range anon.Stream(ctx, topic, nil) {
+		if !errors.As(err, &fe) || fe.Status != 401 {
+			t.Fatalf("Stream without a key: %v; want a 401", err)
+		}
+	}
+	if err := anon.Process(ctx, topic, nil, func(context.Context, *ferry.Message) error { return nil }); !errors.As(err, &fe) || fe.Status != 401 {
+		t.Fatalf("Process without a key: %v; want a 401", err)
+	}
+
+	c, err := ferry.New(b.URL, ferry.WithAPIKey("k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *ferry.Message, 1)
+	sub, err := c.Subscribe(ctx, topic, func(m *ferry.Message) { got <- m })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	req, _ := http.NewRequest("POST", b.URL+"/publish/"+topic, strings.NewReader(`"keyed"`))
+	req.Header.Set("Authorization", "Bearer k1")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != 201 {
+		t.Fatalf("publish with the key: %v %v", res, err)
+	}
+	res.Body.Close()
+	expect(t, got, `"keyed"`)
+	for m, err := range c.Stream(ctx, topic, &ferry.StreamOptions{LastEventID: "0"}) {
+		if err != nil || string(m.Payload) != `"keyed"` {
+			t.Fatalf("Stream with the key: %v, %v", m, err)
+		}
+		break
 	}
 }
