@@ -2,6 +2,7 @@ import { createHmac } from "node:crypto";
 import { Webhook } from "standardwebhooks";
 import { assertEquals, assertThrows } from "../_support/assert.ts";
 import { hmacKey, signatures, signingKey } from "../../lib/webhooks/signature.ts";
+import vectors from "../_support/webhook_vectors.json" with { type: "json" };
 
 const body = new TextEncoder().encode('{"order":42,"note":"naïve"}');
 const text = new TextDecoder().decode(body);
@@ -31,4 +32,13 @@ Deno.test("signingKey() decodes whsec_ secrets and takes any other secret as UTF
   assertEquals(signingKey(`whsec_${btoa("raw")}`), new TextEncoder().encode("raw"));
   assertEquals(signingKey("plain ü"), new TextEncoder().encode("plain ü"));
   assertEquals(signingKey("whsec_***"), new TextEncoder().encode("whsec_***"), "not Base64");
+});
+
+Deno.test("signatures() matches the shared vectors the Go client's VerifyWebhook checks", async () => {
+  // tests/_support/webhook_vectors.json: one set of vectors for the signer and every verifier.
+  for (const v of vectors.vectors) {
+    const body = new TextEncoder().encode(v.body);
+    const got = await signatures(await hmacKey(v.secret), v.id, v.timestamp, body);
+    assertEquals(got, { ferry: v.x_ferry_signature, standard: v.webhook_signature }, v.name);
+  }
 });

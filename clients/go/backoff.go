@@ -1,0 +1,37 @@
+package ferry
+
+import (
+	"context"
+	"time"
+)
+
+// The reconnect schedule of streams and sockets (CONTRACT "Client library"): 1 s, 2 s, 4 s, …
+// 32 s, then 32 s. Tests of this package shorten it.
+var (
+	reconnectFirst = time.Second
+	reconnectMax   = 32 * time.Second
+)
+
+// reconnectDelay is the wait before reconnect number attempt (0-based).
+func reconnectDelay(attempt int) time.Duration {
+	d := reconnectFirst
+	for i := 0; i < attempt && d < reconnectMax; i++ {
+		d *= 2
+	}
+	return min(d, reconnectMax)
+}
+
+// sleepCtx waits d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,370 @@
+package ferry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ProcessOptions tunes Process. A nil *ProcessOptions means the default group, Prefetch 10.
+type ProcessOptions struct {
+	// Group consumes as this consumer group ("" is the topic's default group).
+	Group string
+	// Prefetch is how many messages one long poll takes at most (1–1000; 0 means 10).
+	Prefetch int
+	// Visibility is the lease asked for each delivery (0 means 30 s); while a message is held
+	// its lease is touched every half of it.
+	Visibility time.Duration
+}
+
+const (
+	defaultPrefetch   = 10
+	defaultVisibility = 30 * time.Second
+	// processWait is the long poll of Process (the broker's longest is 30 s).
+	processWait = 20 * time.Second
+)
+
+// Process consumes topic until ctx ends, calling handler for each message, one at a time and in
+// the order delivered:
+//
+//   - it long-polls GET /consume/{topic} for up to Prefetch messages at once;
+//   - a handler that returns nil has its message acked; acks are batched (POST /ack/{topic}
+//     with {"ids":[…]}) and sent before the next poll and at every lease touch;
+//   - a handler that returns an error has its message requeued (POST /requeue) with
+//     err.Error() as the reason, which counts an attempt (the third goes to {topic}.dlq);
+//   - every message held and not finished (the one in hand and the prefetched ones) has its
+//     lease touched (POST /touch) every Visibility/2, so a slow handler keeps it;
+//   - when ctx ends, the message in hand is let finish (its ctx is ctx, so it may stop early):
+//     nil acks it, an error wrapping ctx's error releases it (it was interrupted, not failed),
+//     any other error requeues it. Prefetched messages never started are released (POST
+//     /api/queues/release: ready again at once for other consumers, no attempt counted), the
+//     finished ones are acked, and Process returns nil: ending ctx is how it is stopped.
+//
+// Transient failures (a lost connection, a timeout, 429, 5xx) are waited out, 1 s doubling to
+// 32 s. A refusal waiting cannot mend (a bad name, a missing key: 4xx) ends Process with its
+// *Error. Failed acks are tried again at the next flush. A long poll cut short by ctx may have
+// been answered by the broker already: what it leased comes back when its lease ends.
+func (c *Client) Process(ctx context.Context, topic string, opts *ProcessOptions,
+	handler func(ctx context.Context, m *Message) error) error {
+	if opts == nil {
+		opts = &ProcessOptions{}
+	}
+	p := &processor{c: c, topic: topic, group: opts.Group, prefetch: opts.Prefetch,
+		visibility: opts.Visibility}
+	if p.prefetch <= 0 {
+		p.prefetch = defaultPrefetch
+	}
+	if p.visibility <= 0 {
+		p.visibility = defaultVisibility
+	}
+	return p.run(ctx, handler)
+}
+
+// processor is one run of Process: what it holds.
+type processor struct {
+	c          *Client
+	topic      string
+	group      string
+	prefetch   int
+	visibility time.Duration
+
+	mu   sync.Mutex
+	held []*Message // prefetched or in hand, not settled
+	done []string   // finished, not acked yet
+}
+
+func (p *processor) run(ctx context.Context, handler func(context.Context, *Message) error) error {
+	// Settlements go out after ctx ended too: on a context of their own.
+	settle := context.WithoutCancel(ctx)
+	keeperCtx, stopKeeper := context.WithCancel(settle)
+	var keeper sync.WaitGroup
+	keeper.Add(1)
+	go func() {
+		defer keeper.Done()
+		p.keepLeases(keeperCtx, settle)
+	}()
+	defer func() {
+		stopKeeper()
+		keeper.Wait()
+		p.flush(settle)
+	}()
+
+	failures := 0
+	for ctx.Err() == nil {
+		p.flush(settle)
+		msgs, err := p.poll(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			var fe *Error
+			if errors.As(err, &fe) && !loopRetryable(fe.Status) {
+				return err
+			}
+			wait := reconnectDelay(failures)
+			failures++
+			if fe != nil && fe.RetryAfter > 0 {
+				wait = time.Duration(fe.RetryAfter) * time.Second
+			}
+			sleepCtx(ctx, wait)
+			continue
+		}
+		failures = 0
+		p.mu.Lock()
+		p.held = append(p.held, msgs...)
+		p.mu.Unlock()
+		for i, m := range msgs {
+			if ctx.Err() != nil {
+				p.release(settle, msgs[i:])
+				break
+			}
+			herr := handler(ctx, m)
+			switch {
+			case herr == nil:
+				p.finish(m, true)
+			case ctx.Err() != nil && errors.Is(herr, ctx.Err()):
+				p.finish(m, false)
+				p.release(settle, []*Message{m})
+			default:
+				p.finish(m, false)
+				p.requeue(settle, m, herr.Error())
+			}
+		}
+	}
+	return nil
+}
+
+// finish drops m from what is held; acked puts its id in the next batch ack.
+func (p *processor) finish(m *Message, acked bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, h := range p.held {
+		if h == m {
+			p.held = append(p.held[:i], p.held[i+1:]...)
+			break
+		}
+	}
+	if acked {
+		p.done = append(p.done, m.ID)
+	}
+}
+
+// keepLeases touches what is held and acks what is finished every visibility/2.
+func (p *processor) keepLeases(ctx, settle context.Context) {
+	t := time.NewTicker(p.visibility / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.flush(settle)
+		p.mu.Lock()
+		held := append([]*Message(nil), p.held...)
+		p.mu.Unlock()
+		q := p.groupQuery()
+		q.Set("by", durationParam(p.visibility))
+		for _, m := range held {
+			p.c.loopCall(settle, http.MethodPost, "/touch/"+url.PathEscape(p.topic)+"/"+url.PathEscape(m.ID), q, nil, nil) //nolint:errcheck // the next touch tries again
+		}
+	}
+}
+
+// flush acks the finished in one request; ids whose ack failed wait for the next flush.
+func (p *processor) flush(ctx context.Context) {
+	p.mu.Lock()
+	ids := p.done
+	p.done = nil
+	p.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	var out struct {
+		Acked    int      `json:"acked"`
+		NotFound []string `json:"not_found"`
+	}
+	err := p.c.loopCall(ctx, http.MethodPost, "/ack/"+url.PathEscape(p.topic), p.groupQuery(),
+		map[string]any{"ids": ids}, &out)
+	if err != nil {
+		p.mu.Lock()
+		p.done = append(ids, p.done...)
+		p.mu.Unlock()
+	}
+}
+
+// release gives messages back unstarted: ready again at once, no attempt counted.
+func (p *processor) release(ctx context.Context, msgs []*Message) {
+	for _, m := range msgs {
+		p.finish(m, false)
+		body := map[string]any{"queue": p.topic, "id": m.ID}
+		if p.group != "" {
+			body["group"] = p.group
+		}
+		p.c.loopCall(ctx, http.MethodPost, "/api/queues/release", nil, body, nil) //nolint:errcheck // its lease ends anyway
+	}
+}
+
+// requeue gives m back as a failed attempt, with reason.
+func (p *processor) requeue(ctx context.Context, m *Message, reason string) {
+	if len(reason) > 1024 {
+		reason = reason[:1024]
+	}
+	body := map[string]any{"id": m.ID, "topic": p.topic, "reason": reason}
+	if p.group != "" {
+		body["group"] = p.group
+	}
+	p.c.loopCall(ctx, http.MethodPost, "/requeue", nil, body, nil) //nolint:errcheck // its lease ends anyway
+}
+
+// poll long-polls for up to prefetch messages; none is an empty slice.
+func (p *processor) poll(ctx context.Context) ([]*Message, error) {
+	wait := processWait
+	if p.c.timeout > 0 && wait > p.c.timeout-time.Second {
+		wait = max(p.c.timeout-time.Second, 0)
+	}
+	q := p.groupQuery()
+	q.Set("limit", strconv.Itoa(p.prefetch))
+	q.Set("timeout", durationParam(wait))
+	q.Set("visibility", durationParam(p.visibility))
+	var raw json.RawMessage
+	err := p.c.loopCallWait(ctx, http.MethodGet, "/consume/"+url.PathEscape(p.topic), q, nil, &raw, wait)
+	var fe *Error
+	if errors.As(err, &fe) && fe.Code == "queue_empty" {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '[' {
+		var msgs []*Message
+		err = json.Unmarshal(raw, &msgs)
+		return msgs, err
+	}
+	m := new(Message)
+	if err := json.Unmarshal(raw, m); err != nil {
+		return nil, err
+	}
+	return []*Message{m}, nil
+}
+
+func (p *processor) groupQuery() url.Values {
+	q := url.Values{}
+	if p.group != "" {
+		q.Set("group", p.group)
+	}
+	return q
+}
+
+// durationParam writes d as the broker reads durations (`1500ms`).
+func durationParam(d time.Duration) string {
+	if d%time.Second == 0 {
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+}
+
+// loopRetryable tells a status worth waiting out: 408, 429 and 5xx.
+func loopRetryable(status int) bool {
+	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
+}
+
+// loopCall is one request of this file's loops (no retries: the loops retry): a JSON body in, a
+// JSON answer into out (when not nil), a refusal as *Error.
+func (c *Client) loopCall(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	return c.loopCallWait(ctx, method, path, q, in, out, 0)
+}
+
+// loopCallWait is loopCall for a request the broker may hold for wait (a long poll).
+func (c *Client) loopCallWait(ctx context.Context, method, path string, q url.Values, in, out any,
+	wait time.Duration) error {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout+wait)
+		defer cancel()
+	}
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.endpoint(path, q), body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	c.authorize(req.Header)
+	res, err := c.hc.Do(req)
+	if err != nil {
+		return loopTransportError(ctx, method+" "+path, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode >= 300 {
+		return loopRefusal(res)
+	}
+	if out == nil {
+		io.Copy(io.Discard, res.Body)
+		return nil
+	}
+	if err := json.NewDecoder(res.Body).Decode(out); err != nil && err != io.EOF {
+		return loopTransportError(ctx, method+" "+path, err)
+	}
+	return nil
+}
+
+// loopTransportError wraps a failed round trip as ErrTimeout or ErrConnection.
+func loopTransportError(ctx context.Context, what string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %s: %w", ErrTimeout, what, err)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w: %s: %w", ErrConnection, what, err)
+}
+
+// loopRefusal reads a non-2xx answer (RFC 9457 problem+json, or anything else) into an *Error.
+func loopRefusal(res *http.Response) *Error {
+	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64*1024))
+	e := &Error{Status: res.StatusCode, RequestID: res.Header.Get("X-Request-Id")}
+	var pb struct {
+		Code      string `json:"code"`
+		Detail    string `json:"detail"`
+		Title     string `json:"title"`
+		RequestID string `json:"request_id"`
+	}
+	if json.Unmarshal(raw, &pb) == nil {
+		e.Code, e.Detail = pb.Code, pb.Detail
+		if e.Detail == "" {
+			e.Detail = pb.Title
+		}
+		if e.RequestID == "" {
+			e.RequestID = pb.RequestID
+		}
+	} else {
+		e.Detail = strings.TrimSpace(string(raw))
+	}
+	if e.Detail == "" {
+		e.Detail = http.StatusText(res.StatusCode)
+	}
+	if ra, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil && ra > 0 {
+		e.RetryAfter = ra
+	}
+	return e
+}
