@@ -192,7 +192,8 @@ const IN_FLIGHT_DOC: RouteDoc = {
 const RELEASE_DOC: RouteDoc = {
   operationId: "release",
   summary: "Release a message in flight",
-  description: "Ends a lease early: the message is available again, its `retry_count` unchanged (a release is not a failed attempt).",
+  description: "Ends a lease early: the message is available again, its `retry_count` " +
+    "unchanged (a release is not a failed attempt).",
   tag: "Dashboard",
   body: {
     kind: "json",
