@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -55,7 +56,18 @@ func main() {
 	d := flag.Duration("d", 5*time.Second, "publish: how long")
 	warm := flag.Duration("warm", 0, "publish: warm-up on {topic}-warm first")
 	size := flag.Int("size", 1024, "publish: body bytes")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = *c * 2
