@@ -5,7 +5,7 @@
  * Usage:
  *   deno task bench                      full run, about 3-5 minutes on 2 cores
  *   deno task bench --quick              smoke run, about 1 minute (shorter runs, fewer messages)
- *   deno task bench --only publish,consume
+ *   deno task bench --only publish,consume   just the publish and drain rows (Go's too)
  *   deno task bench --broker path/to/main.ts   bench another build (default: ./main.ts)
  *
  * Sections (names for --only): ceiling, publish, consume, e2e, fanout, webhook, rss, replay,
@@ -22,13 +22,17 @@
  *            share of the ceilings. Targets: 64 conns ≥ 80 % of the HTTP ceiling; 1 conn
  *            ≥ 80 % of one fdatasync each, with p99 ≤ 2 ms. The 1-conn row also prints what
  *            one waiting client can reach at all: a bare round trip + one fdatasync each.
+ *            Then the Go client's `Publish` from 64 goroutines for as long (clients/go/
+ *            internal/bench, built once with `go build`), next to wrk's row at 64.
  *   consume  drain 100,000 pre-published 1 KiB messages with consume+ack, limit=1 (ack one by
  *            one) and limit=100 (batch ack). Target: limit=100 ≥ 250,000 msg/s. First the
  *            drain's ceiling: tests/bench/ceiling.ts answering prebuilt 100-message consumes and
  *            acks to the same wrk script; and, in this process, what building the answers
  *            (routes/wire.ts) costs per message.
  *            Then the same drain through the client library's `messages()` loop (8 loops of
- *            batch 100 in one process, tests/bench/client_drain.ts), next to the limit=100 row.
+ *            batch 100 in one process, tests/bench/client_drain.ts), next to the limit=100 row,
+ *            and through the Go client's `Process` (8 loops of Prefetch 100, batch acks;
+ *            clients/go/internal/bench). Target: Go ≥ 80 % of the limit=100 row.
  *   e2e      2,000 msg/s published by one process, long-polled (timeout=5s) by another:
  *            limit=1 acking each message, limit=100 batch-acking (acks are not awaited before
  *            the next poll), and limit=100 with auto_ack (each answer waits for its ack to be
@@ -1228,6 +1232,137 @@ async function clientLoop(o: Options, p: Plan): Promise<void> {
   });
 }
 
+/** Where CI machines have Go when PATH lacks it (as tools/go_tests.ts). */
+const GO_FALLBACK = "/usr/local/go/bin/go";
+let goBinary: Promise<string> | undefined;
+
+/** Builds clients/go/internal/bench once (`go build -o <temp>`); resolves with its path. */
+function goBench(): Promise<string> {
+  goBinary ??= (async () => {
+    const out = join(await tempDir("ferry-bench-go-"), "bench");
+    for (const go of ["go", GO_FALLBACK]) {
+      let r: Deno.CommandOutput;
+      try {
+        r = await new Deno.Command(go, {
+          args: ["build", "-o", out, "./internal/bench"],
+          cwd: join(ROOT, "clients/go"),
+          stdout: "piped",
+          stderr: "piped",
+        }).output();
+      } catch (e) {
+        if (e instanceof Deno.errors.NotFound) continue;
+        throw e;
+      }
+      if (!r.success) throw new Error(`go build failed: ${new TextDecoder().decode(r.stderr)}`);
+      return out;
+    }
+    throw new Error(`go not found (on PATH or at ${GO_FALLBACK})`);
+  })();
+  return goBinary;
+}
+
+/** Runs the Go bench program with `args`; resolves with the JSON line it printed. */
+async function runGo(args: string[]) {
+  const bin = await goBench();
+  const out = await track(
+    new Deno.Command(bin, { args, stdin: "null", stdout: "piped", stderr: "piped" }).spawn(),
+  ).output();
+  if (!out.success) {
+    throw new Error(`go bench ${args.join(" ")} failed: ${new TextDecoder().decode(out.stderr)}`);
+  }
+  return JSON.parse(new TextDecoder().decode(out.stdout).trim().split("\n").at(-1) ?? "{}");
+}
+
+/** The Go client's Publish of 1 KiB from 64 goroutines, beside wrk's publish row at 64. */
+async function goPublish(o: Options, p: Plan): Promise<void> {
+  const c = 64;
+  await goBench();
+  await withBroker(o, 10_000_000, async (b) => {
+    await quiet();
+    const fs0 = await fsyncHistogram(b.url);
+    const r = await runGo([
+      "-url",
+      b.url,
+      "-mode",
+      "publish",
+      "-topic",
+      `go-${c}`,
+      "-c",
+      String(c),
+      "-d",
+      `${p.runS}s`,
+      "-warm",
+      `${p.warmS}s`,
+    ]);
+    const fs1 = await fsyncHistogram(b.url);
+    const wrk = figures.publish.get(c);
+    const ceil = figures.ceiling.get(c);
+    log(`go publish c=${c}: ${int(r.rate)} msg/s p99 ${ms(r.p99_us)}`);
+    row({
+      section: "2",
+      measure: "Go client `Publish` 1 KiB from 64 goroutines, msg/s",
+      conns: String(c),
+      result: int(r.rate),
+      p50: ms(r.p50_us),
+      p99: ms(r.p99_us),
+      notes: [
+        `${int(r.sent)} in ${r.seconds.toFixed(2)} s (after ${p.warmS} s of warm-up)`,
+        wrk ? `${pct(r.rate / wrk)} of wrk's publish @64` : "",
+        ceil ? `${pct(r.rate / ceil)} of ceiling` : "",
+        r.errors ? `${int(r.errors)} errors` : "",
+        fsyncNote(fs0, fs1),
+        await busyNote(),
+      ].filter(Boolean).join("; "),
+      status: r.errors ? "FAIL" : "",
+    });
+  });
+}
+
+/** The Go client's Process (Prefetch 100, batch acks) draining what 3b drained with raw HTTP. */
+async function goDrain(o: Options, p: Plan): Promise<void> {
+  const prefetch = 100;
+  await goBench();
+  await withBroker(o, Math.max(200_000, p.drainCount * 2), async (b) => {
+    const topic = "drain-go";
+    await fill(b.url, topic, p.drainCount, KIB);
+    await quiet();
+    const r = await runGo([
+      "-url",
+      b.url,
+      "-mode",
+      "drain",
+      "-topic",
+      topic,
+      "-n",
+      String(p.drainCount),
+      "-c",
+      String(p.drainConns),
+      "-prefetch",
+      String(prefetch),
+    ]);
+    const left = await topicStats(b.url, topic);
+    const raw = figures.consume.get(100);
+    const drained = !left.depth && !left.in_flight;
+    log(`consume via Go Process: ${int(r.rate)} msg/s`);
+    row({
+      section: "3d",
+      measure: `Go client \`Process\`, Prefetch ${prefetch} + batch ack, msg/s`,
+      conns: String(p.drainConns),
+      result: int(r.rate),
+      notes: [
+        `${int(r.taken)} in ${r.seconds.toFixed(2)} s, all acked; ${int(r.polls)} polls, ${
+          int(r.acks)
+        } acks`,
+        raw ? `${pct(r.rate / raw)} of 3b` : "no 3b run",
+        drained ? "" : `NOT drained: ${left.depth} ready, ${left.in_flight} leased`,
+        await busyNote(),
+      ].filter(Boolean).join("; "),
+      target: "≥ 80 % of 3b (raw limit=100 + batch ack)",
+      status: drained ? (raw ? verdict(r.rate >= 0.8 * raw) : "n/a") : "FAIL",
+    });
+  });
+}
+
 /**
  * Runs a client script of tests/bench/ with `args` as its own process; resolves with its output.
  */
@@ -1784,10 +1919,14 @@ async function large(o: Options, p: Plan): Promise<void> {
 
 const RUN: Record<Section, (o: Options, p: Plan) => Promise<void>> = {
   ceiling,
-  publish,
+  publish: async (o, p) => {
+    await publish(o, p);
+    await goPublish(o, p);
+  },
   consume: async (o, p) => {
     await consume(o, p);
     await clientLoop(o, p);
+    await goDrain(o, p);
   },
   e2e,
   fanout,
