@@ -348,6 +348,29 @@ func TestClusterFollowerRedirects(t *testing.T) {
 		t.Fatalf("after Ack the leader's queue is %+v, want it empty", q)
 	}
 
+	// Process through the follower: its polls and batch acks follow the 307s too.
+	if _, err := lc.Publish(ctx, topic, []byte("for Process"), nil); err != nil {
+		t.Fatal(err)
+	}
+	pctx, stop := context.WithCancel(ctx)
+	handled := make(chan string, 1)
+	go func() {
+		<-handled
+		stop()
+	}()
+	err = fc.Process(pctx, topic, &ferry.ProcessOptions{Prefetch: 10},
+		func(_ context.Context, m *ferry.Message) error {
+			handled <- string(m.Payload)
+			return nil
+		})
+	if err != nil {
+		t.Fatalf("Process through the follower: %v", err)
+	}
+	rec.take()
+	if q := queue(t, ctx, lc, topic); q.Depth != 0 || q.InFlight != 0 {
+		t.Fatalf("after Process the leader's queue is %+v, want it empty (acked)", q)
+	}
+
 	// A follower answers its own reads: ClusterStatus is not redirected.
 	s, err := fc.ClusterStatus(ctx)
 	if err != nil {

@@ -1,11 +1,9 @@
 package ferry
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -175,7 +173,9 @@ func (p *processor) keepLeases(ctx, settle context.Context) {
 		q := p.groupQuery()
 		q.Set("by", durationParam(p.visibility))
 		for _, m := range held {
-			p.c.loopCall(settle, http.MethodPost, "/touch/"+url.PathEscape(p.topic)+"/"+url.PathEscape(m.ID), q, nil, nil) //nolint:errcheck // the next touch tries again
+			touch := &call{method: http.MethodPost, path: "/touch/" + seg(p.topic) + "/" + seg(m.ID),
+				query: q, idempotent: true}
+			p.c.request(settle, touch, nil) //nolint:errcheck // the next touch tries again
 		}
 	}
 }
@@ -193,8 +193,8 @@ func (p *processor) flush(ctx context.Context) {
 		Acked    int      `json:"acked"`
 		NotFound []string `json:"not_found"`
 	}
-	err := p.c.loopCall(ctx, http.MethodPost, "/ack/"+url.PathEscape(p.topic), p.groupQuery(),
-		map[string]any{"ids": ids}, &out)
+	_, err := p.c.request(ctx, &call{method: http.MethodPost, path: "/ack/" + seg(p.topic),
+		query: p.groupQuery(), json: map[string]any{"ids": ids}, idempotent: true}, &out)
 	if err != nil {
 		p.mu.Lock()
 		p.done = append(ids, p.done...)
@@ -210,7 +210,8 @@ func (p *processor) release(ctx context.Context, msgs []*Message) {
 		if p.group != "" {
 			body["group"] = p.group
 		}
-		p.c.loopCall(ctx, http.MethodPost, "/api/queues/release", nil, body, nil) //nolint:errcheck // its lease ends anyway
+		release := &call{method: http.MethodPost, path: "/api/queues/release", json: body, idempotent: true}
+		p.c.request(ctx, release, nil) //nolint:errcheck // its lease ends anyway
 	}
 }
 
@@ -223,7 +224,7 @@ func (p *processor) requeue(ctx context.Context, m *Message, reason string) {
 	if p.group != "" {
 		body["group"] = p.group
 	}
-	p.c.loopCall(ctx, http.MethodPost, "/requeue", nil, body, nil) //nolint:errcheck // its lease ends anyway
+	p.c.request(ctx, &call{method: http.MethodPost, path: "/requeue", json: body}, nil) //nolint:errcheck // its lease ends anyway
 }
 
 // poll long-polls for up to prefetch messages; none is an empty slice.
@@ -244,13 +245,13 @@ func (p *processor) poll(ctx context.Context) ([]*Message, error) {
 	if p.prefetch == 1 {
 		out = &one
 	}
-	err := p.c.loopCallWait(ctx, http.MethodGet, "/consume/"+url.PathEscape(p.topic), q, nil, out, wait)
-	var fe *Error
-	if errors.As(err, &fe) && fe.Code == "queue_empty" {
-		return nil, nil
-	}
+	status, err := p.c.request(ctx, &call{method: http.MethodGet, path: "/consume/" + seg(p.topic),
+		query: q, wait: wait, empty: "queue_empty", idempotent: true}, out)
 	if err != nil {
 		return nil, err
+	}
+	if status == http.StatusNotFound { // queue_empty
+		return nil, nil
 	}
 	if p.prefetch == 1 {
 		return []*Message{&one}, nil
@@ -277,66 +278,6 @@ func durationParam(d time.Duration) string {
 // loopRetryable tells a status worth waiting out: 408, 429 and 5xx.
 func loopRetryable(status int) bool {
 	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
-}
-
-// loopCall is one request of this file's loops (no retries: the loops retry): a JSON body in, a
-// JSON answer into out (when not nil), a refusal as *Error.
-func (c *Client) loopCall(ctx context.Context, method, path string, q url.Values, in, out any) error {
-	return c.loopCallWait(ctx, method, path, q, in, out, 0)
-}
-
-// loopCallWait is loopCall for a request the broker may hold for wait (a long poll).
-func (c *Client) loopCallWait(ctx context.Context, method, path string, q url.Values, in, out any,
-	wait time.Duration) error {
-	if c.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout+wait)
-		defer cancel()
-	}
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.endpoint(path, q), body)
-	if err != nil {
-		return err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	c.authorize(req.Header)
-	res, err := c.hc.Do(req)
-	if err != nil {
-		return loopTransportError(ctx, method+" "+path, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode >= 300 {
-		return loopRefusal(res)
-	}
-	if out == nil {
-		io.Copy(io.Discard, res.Body)
-		return nil
-	}
-	if err := json.NewDecoder(res.Body).Decode(out); err != nil && err != io.EOF {
-		return loopTransportError(ctx, method+" "+path, err)
-	}
-	return nil
-}
-
-// loopTransportError wraps a failed round trip as ErrTimeout or ErrConnection.
-func loopTransportError(ctx context.Context, what string, err error) error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %s: %w", ErrTimeout, what, err)
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return fmt.Errorf("%w: %s: %w", ErrConnection, what, err)
 }
 
 // loopRefusal reads a non-2xx answer (RFC 9457 problem+json, or anything else) into an *Error.
