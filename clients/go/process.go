@@ -2,13 +2,11 @@ package ferry
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -280,32 +278,8 @@ func loopRetryable(status int) bool {
 	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
 }
 
-// loopRefusal reads a non-2xx answer (RFC 9457 problem+json, or anything else) into an *Error.
-func loopRefusal(res *http.Response) *Error {
-	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64*1024))
-	e := &Error{Status: res.StatusCode, RequestID: res.Header.Get("X-Request-Id")}
-	var pb struct {
-		Code      string `json:"code"`
-		Detail    string `json:"detail"`
-		Title     string `json:"title"`
-		RequestID string `json:"request_id"`
-	}
-	if json.Unmarshal(raw, &pb) == nil {
-		e.Code, e.Detail = pb.Code, pb.Detail
-		if e.Detail == "" {
-			e.Detail = pb.Title
-		}
-		if e.RequestID == "" {
-			e.RequestID = pb.RequestID
-		}
-	} else {
-		e.Detail = strings.TrimSpace(string(raw))
-	}
-	if e.Detail == "" {
-		e.Detail = http.StatusText(res.StatusCode)
-	}
-	if ra, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil && ra > 0 {
-		e.RetryAfter = ra
-	}
-	return e
+// refusal reads a non-2xx answer into an *Error, as request does (problem).
+func refusal(res *http.Response) *Error {
+	data, _ := io.ReadAll(io.LimitReader(res.Body, 64*1024))
+	return problem(res.StatusCode, res.Header, data, res.Request.Method+" "+res.Request.URL.Path)
 }

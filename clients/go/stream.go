@@ -126,7 +126,7 @@ func (s *sseStream) connect(ctx context.Context, yield func(*Message, error) boo
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		fe := loopRefusal(res)
+		fe := refusal(res)
 		if !loopRetryable(fe.Status) {
 			return false, 0, fe
 		}

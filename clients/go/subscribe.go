@@ -295,7 +295,7 @@ func (h *wsHub) run(ctx context.Context) {
 		if err != nil && res != nil && res.StatusCode >= 400 && res.Body != nil {
 			// A refusal of the upgrade (401, 403, …) fails every Add waiting now; the socket
 			// keeps trying, with the backoff, for any later one.
-			if fe := loopRefusal(res); !loopRetryable(fe.Status) {
+			if fe := refusal(res); !loopRetryable(fe.Status) {
 				h.failWaiters(fe)
 			}
 		}
