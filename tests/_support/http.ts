@@ -270,3 +270,12 @@ export function assertRawProblem(res: RawRes, status: number, code: string): voi
   assertEquals(JSON.parse(res.body).code, code, what);
   assert(res.headers.get("x-request-id"), `X-Request-Id missing: ${what}`);
 }
+
+/** A fetch that counts the requests it sends. */
+export function counting(): { n: number; fetch: typeof fetch } {
+  const counter = {
+    n: 0,
+    fetch: (i: RequestInfo | URL, init?: RequestInit) => (counter.n++, fetch(i, init)),
+  };
+  return counter;
+}

@@ -5,6 +5,7 @@
  * it into a usage error (exit 2) on one line.
  */
 
+import { counting } from "../../_support/http.ts";
 import { assert, assertEquals, assertMatch } from "../../_support/assert.ts";
 import { ferry } from "../../_support/cli.ts";
 import { withBroker } from "../../_support/server.ts";
@@ -14,15 +15,6 @@ import {
   FerryError,
   FerryUsageError,
 } from "../../../clients/ts/mod.ts";
-
-/** A fetch that counts the requests it sends. */
-function counting(): { n: number; fetch: typeof fetch } {
-  const counter = {
-    n: 0,
-    fetch: (i: RequestInfo | URL, init?: RequestInit) => (counter.n++, fetch(i, init)),
-  };
-  return counter;
-}
 
 Deno.test("new Ferry() refuses an apiKey no header can carry, naming the option", () => {
   for (const apiKey of ["…", "s3cret…", "s3cret\nline", "s3c\r\nret", "s3cret\0"]) {

@@ -5,6 +5,7 @@
  * before or after the broker acted, and a 307 to another node.
  */
 
+import { counting } from "../../_support/http.ts";
 import { assert, assertEquals, assertMatch } from "../../_support/assert.ts";
 import { settle } from "../../_support/http.ts";
 import { startProxy } from "../../_support/proxy.ts";
@@ -17,15 +18,6 @@ import {
   FerryTimeoutError,
   type RetryInfo,
 } from "../../../clients/ts/mod.ts";
-
-/** A fetch that counts the requests it sends. */
-function counting(): { n: number; fetch: typeof fetch } {
-  const counter = {
-    n: 0,
-    fetch: (i: RequestInfo | URL, init?: RequestInit) => (counter.n++, fetch(i, init)),
-  };
-  return counter;
-}
 
 /** A loopback port nothing listens on. */
 function closedPort(): number {
