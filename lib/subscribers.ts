@@ -275,11 +275,8 @@ export class Subscribers {
       }
     }
     const t = this.findTopic(topic);
-    if (t) {
-      let heard = t.durableSeq;
-      for (const r of records) if (r.seq > heard) heard = r.seq;
-      t.durableSeq = heard;
-    }
+    const last = records.at(-1); // records come in order: the last has the highest seq
+    if (t && last && last.seq > t.durableSeq) t.durableSeq = last.seq;
     let ring = this.#rings.get(topic);
     let subs: Subscription[] | undefined;
     for (const r of records) {
