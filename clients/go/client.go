@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -20,6 +21,10 @@ type Client struct {
 	apiKey  string
 	timeout time.Duration
 	hc      *http.Client
+
+	// hub is the one WebSocket its Subscriptions share, while it has any (subscribe.go).
+	hubMu sync.Mutex
+	hub   *wsHub
 }
 
 // Option configures a Client in New.

@@ -162,12 +162,6 @@ func (s *Subscription) handle() {
 	}
 }
 
-// hubs holds each Client's socket while it has a Subscription.
-var (
-	hubsMu sync.Mutex
-	hubs   = map[*Client]*wsHub{}
-)
-
 // wsHub is a Client's one WebSocket and what is subscribed on it.
 type wsHub struct {
 	c      *Client
@@ -183,14 +177,14 @@ type wsHub struct {
 
 // joinHub adds s to c's hub, starting the hub (and its socket) if c has none.
 func joinHub(c *Client, s *Subscription) *wsHub {
-	hubsMu.Lock()
-	defer hubsMu.Unlock()
-	h := hubs[c]
+	c.hubMu.Lock()
+	defer c.hubMu.Unlock()
+	h := c.hub
 	if h == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		h = &wsHub{c: c, cancel: cancel, subs: map[*Subscription]bool{}, refs: map[string]int{},
 			waiters: map[string][]chan error{}}
-		hubs[c] = h
+		c.hub = h
 		go h.run(ctx)
 	}
 	h.mu.Lock()
@@ -201,8 +195,8 @@ func joinHub(c *Client, s *Subscription) *wsHub {
 
 // leave removes s; the last to leave closes the socket.
 func (h *wsHub) leave(s *Subscription) {
-	hubsMu.Lock()
-	defer hubsMu.Unlock()
+	h.c.hubMu.Lock()
+	defer h.c.hubMu.Unlock()
 	h.mu.Lock()
 	delete(h.subs, s)
 	last := len(h.subs) == 0
@@ -214,8 +208,8 @@ func (h *wsHub) leave(s *Subscription) {
 	if !last {
 		return
 	}
-	if hubs[h.c] == h {
-		delete(hubs, h.c)
+	if h.c.hub == h {
+		h.c.hub = nil
 	}
 	h.cancel()
 	if conn != nil {
