@@ -52,7 +52,7 @@ export async function readKeys(config: Config): Promise<ApiKey[]> {
   return keys;
 }
 
-/** How long a webhook endpoint may take to answer (CONTRACT: any 2xx within 15 s). */
+/** How long a webhook endpoint may take to answer (docs/api/webhooks.md: any 2xx within 15 s). */
 export const WEBHOOK_TIMEOUT_MS = 15_000;
 /** Characters of an endpoint's answer kept for the attempts log. */
 const ANSWER_CHARS = 1024;

@@ -1,5 +1,5 @@
 /**
- * How `ferry` fails: the exit codes of CONTRACT "Command-line tool", and a failure that carries
+ * How `ferry` fails: the exit codes of docs/cli.md, and a failure that carries
  * its code and the one line stderr gets.
  */
 

@@ -1,5 +1,5 @@
 /**
- * The command table: every `ferry` command with its arguments and flags (CONTRACT "Command-line
+ * The command table: every `ferry` command with its arguments and flags (docs/cli.md
  * tool"), parsed by commander. Flag values are checked here, before anything is sent: a bad
  * duration, limit or header is a usage error (exit 2), as is an unknown command or flag.
  */

@@ -40,7 +40,7 @@ export interface Handed {
   group: string;
 }
 
-/** A filter predicate over payloads (CONTRACT "Filters"). */
+/** A filter predicate over payloads (docs/api/consume.md). */
 export function filterFn(key: string, value: string | undefined): (p: Uint8Array) => boolean {
   return (p) => matchesFilter(p, key, value);
 }

@@ -1,6 +1,6 @@
 /**
- * @module The one error type lib throws, with a code from the closed list of CONTRACT.md
- * (protocol/error_codes.ts). Only routes/http.ts turns a code into an HTTP status.
+ * @module The one error type lib throws, with a code from the closed list of
+ * protocol/error_codes.ts (docs/api/README.md). Only routes/http.ts turns a code into an HTTP status.
  */
 
 import type { ErrorCode } from "../protocol/error_codes.ts";

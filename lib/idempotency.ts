@@ -1,6 +1,6 @@
 /**
  * @module Idempotency keys: the window in which a repeated key answers with the original
- * message instead of storing a copy (CONTRACT "Delivery semantics"), and the `auto` key.
+ * message instead of storing a copy (docs/delivery-semantics.md), and the `auto` key.
  * A topic remembers its keys in publish order, so expiry stops at the first key still inside
  * the window.
  */

@@ -309,7 +309,7 @@ export interface Delivery {
 
 const textDecoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
-/** Whether a payload passes a consume/stream filter (CONTRACT "Filters"). */
+/** Whether a payload passes a consume/stream filter (docs/api/consume.md). */
 export function matchesFilter(
   payload: Uint8Array,
   key: string,

@@ -1,5 +1,5 @@
 /**
- * The closed list of problem `code` values (CONTRACT "Errors"). Dependency-free: the broker, the
+ * The closed list of problem `code` values (docs/api/README.md). Dependency-free: the broker, the
  * client and the CLI share it.
  */
 

@@ -1,6 +1,6 @@
 /**
- * The JSON the broker speaks (spec and CONTRACT "Success answers", "Message object", "Health,
- * cluster, stats, metrics"): what routes/wire.ts writes and what the client, the CLI and the
+ * The JSON the broker speaks (docs/api/: the answers, the Message object, health, cluster
+ * and stats): what routes/wire.ts writes and what the client, the CLI and the
  * tests read. Types only; no Deno, no Node.
  */
 
@@ -313,7 +313,7 @@ export interface Problem {
   request_id: string;
 }
 
-/** A client's frame on GET /ws (CONTRACT "WebSocket"): JSON text with a `type`. */
+/** A client's frame on GET /ws (docs/api/websocket.md): JSON text with a `type`. */
 export type WsClientFrame =
   /** Without `group` or `prefetch`, a spy on a pattern (`orders`, `orders.*`, `*`). */
   | { type: "subscribe"; topic: string; group?: string; prefetch?: number }

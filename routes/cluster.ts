@@ -1,7 +1,7 @@
 /**
  * Cluster mode's place in the request path: a follower sends what it does not serve itself to
  * the leader with a 307 (same path and query), and while no leader is known the broker answers
- * 503 `electing`. CONTRACT "Cluster" lists what a follower serves from its own copy.
+ * 503 `electing`. docs/cluster.md lists what a follower serves from its own copy.
  */
 
 import type { ClusterState } from "../lib/cluster/state.ts";

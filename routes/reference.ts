@@ -4,7 +4,7 @@
  * served by the broker itself. Its two files are imported as text (`with { type: "text" }`)
  * when /docs is first asked for: they are part of the module graph, so `deno task start` installs
  * the package into node_modules on a fresh clone and loading them needs no `--allow-read`. Both
- * are public (CONTRACT "Authentication"), and no page of them reaches outside the broker.
+ * are public (docs/operating.md), and no page of them reaches outside the broker.
  */
 
 import swaggerUiPackage from "swagger-ui-dist/package.json" with { type: "json" };

@@ -1,5 +1,5 @@
 /**
- * GET /dashboard and /dashboard/{file}: the dashboard's files from `static/`, public (CONTRACT:
+ * GET /dashboard and /dashboard/{file}: the dashboard's files from `static/`, public (docs/operating.md:
  * the static files need no key, the data they fetch always does). The files are read once, on
  * the first request, and kept in memory with their gzip and Brotli forms: they are small, and
  * Deno.serve compresses nothing by itself (measured on 2.9.6). Each answer carries a weak ETag

@@ -19,7 +19,7 @@ import { messageText } from "./wire.ts";
 import { query, type RouteDoc } from "./route_doc.ts";
 import { schemaRef } from "../protocol/schemas.ts";
 
-/** How often an idle stream gets a `: ping` comment (CONTRACT: every 15 s). */
+/** How often an idle stream gets a `: ping` comment (docs/api/sse.md: every 15 s). */
 export const PING_MS = 15_000;
 /** Events the response body may queue before the feed holds the rest (and, past its bound, resets). */
 const QUEUED_EVENTS = 64;

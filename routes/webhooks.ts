@@ -1,5 +1,5 @@
 /**
- * Webhooks: POST /webhook/{topic} registers one (CONTRACT "Webhooks"); operators list them,
+ * Webhooks: POST /webhook/{topic} registers one (docs/api/webhooks.md); operators list them,
  * delete one, and read its recent attempts. The secret is never shown.
  */
 

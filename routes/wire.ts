@@ -137,7 +137,7 @@ export function rateJson(p: RatePoint): RatePointJson {
 }
 
 /**
- * The answer to a publish (CONTRACT "Success answers"), typed against `PublishAnswer`: the shape
+ * The answer to a publish (docs/api/publish.md), typed against `PublishAnswer`: the shape
  * that publishedText and batchAnswerText write as text (tests/routes/wire_test.ts holds them equal).
  */
 export function publishedJson(p: Published): PublishAnswer {
@@ -184,7 +184,7 @@ export function requeuedJson(id: string, topic: string, r: Requeued): RequeueAns
   };
 }
 
-/** The topic resource of CONTRACT "Success answers". */
+/** The topic resource of docs/api/topics-and-groups.md. */
 export function topicJson(broker: Broker, t: Topic): TopicJson {
   const eff = broker.effective(t);
   return {
@@ -203,7 +203,7 @@ export function groupJson(topic: string, g: Group): GroupJson {
   return { topic, group: g.name, created_at: isoTime(g.createdAt) };
 }
 
-/** One item of GET /api/queues (CONTRACT "Health, cluster, stats, metrics"). */
+/** One item of GET /api/queues (docs/api/dashboard-json.md). */
 export function queueJson(f: TopicFigures): QueueItem {
   const s = f.topic.settings;
   return {

@@ -1,5 +1,5 @@
 /**
- * GET /ws (CONTRACT "WebSocket"): JSON text frames. A spy subscription (`subscribe` with a
+ * GET /ws (docs/api/websocket.md): JSON text frames. A spy subscription (`subscribe` with a
  * pattern) sits on the durable feed and hears publishes, dead-letter moves, redrives and
  * broadcasts; a consuming subscription (`subscribe` with `group` or `prefetch`) is a push consumer
  * on one group, holding at most `prefetch` un-acked deliveries. Pings come from Deno's
@@ -21,7 +21,7 @@ import { MAX_FRAME_BYTES, MAX_PREFETCH, parseFrame } from "./ws_frames.ts";
 import type { RouteDoc } from "./route_doc.ts";
 import { schemaRef } from "../protocol/schemas.ts";
 
-/** How long a socket may be silent before the server pings it (CONTRACT: 25 s). */
+/** How long a socket may be silent before the server pings it (docs/api/websocket.md: 25 s). */
 export const PING_INTERVAL_MS = 25_000;
 /** Bytes a socket may have waiting to be sent before a spy or broadcast drops its subscription. */
 export const MAX_BUFFERED_BYTES = 8 * 1024 * 1024;

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The reconnect schedule of streams and sockets (CONTRACT "Client library"): 1 s, 2 s, 4 s, …
+// The reconnect schedule of streams and sockets (docs/go-client.md): 1 s, 2 s, 4 s, …
 // 32 s, then 32 s. Tests of this package shorten it.
 var (
 	reconnectFirst = time.Second

@@ -48,7 +48,7 @@ var skipped = map[string]string{
 	"DELETE /api/topics/{name}":       "same as DELETE /api/queues/delete, which DeleteTopic calls",
 	"POST /api/queues/publish":        "dashboard form twin of POST /publish/{topic}",
 	"POST /api/queues/consume":        "dashboard form twin of GET /consume/{topic}",
-	"GET /api/queues/inflight":        "dashboard's in-flight list; not in the Go surface of CONTRACT",
+	"GET /api/queues/inflight":        "dashboard's in-flight list; not in the Go client's surface",
 	"POST /api/queues/release":        "Process gives back prefetched messages through it; no method of its own",
 	"GET /api/queues/webhooks":        "dashboard's per-queue webhook list; Webhooks(topic) covers it",
 	"GET /api/rates":                  "dashboard's rate charts",

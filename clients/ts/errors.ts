@@ -34,7 +34,7 @@ export interface FerryErrorInit {
 export class FerryError extends Error {
   /** The HTTP status; 0 when no answer came (timeout, connection failure). */
   readonly status: number;
-  /** The problem's stable snake_case `code` (CONTRACT "Errors"), or a ClientErrorCode. */
+  /** The problem's stable snake_case `code` (docs/api/README.md), or a ClientErrorCode. */
   readonly code: ErrorCode | ClientErrorCode;
   /** The problem's `detail`: what failed, with the value. */
   readonly detail: string;

@@ -7,7 +7,7 @@ import { formatDuration, readDuration } from "../../protocol/duration.ts";
 import type { MessageJson, Priority } from "../../protocol/wire.ts";
 import type { RetryInfo } from "./http.ts";
 
-/** A message as consume, peek, streams and WebSockets give it (CONTRACT "Message object"). */
+/** A message as consume, peek, streams and WebSockets give it (docs/api/README.md). */
 export type Message = MessageJson;
 
 /** A duration: a contract string (`"250ms"`, `"30s"`, `"5m"`, `"1h"`) or milliseconds. */

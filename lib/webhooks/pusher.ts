@@ -101,7 +101,7 @@ class Pusher implements Consumer {
     this.stopped = true;
   }
 
-  /** Headers of one POST (CONTRACT "Webhooks"). */
+  /** Headers of one POST (docs/api/webhooks.md). */
   async #headers(item: Offered, body: Uint8Array): Promise<Record<string, string>> {
     const msg = item.msg;
     const h: Record<string, string> = {

@@ -1,5 +1,5 @@
 /**
- * @module Registering and removing webhooks (CONTRACT "Webhooks"). A registration is a WEBHOOK
+ * @module Registering and removing webhooks (docs/api/webhooks.md). A registration is a WEBHOOK
  * record in its topic's WAL, so it lives and dies with the topic, survives restarts and
  * compaction, and its own group (`webhook:<id>`) gets every message published after it.
  */

@@ -1,5 +1,5 @@
 /**
- * @module Webhook signatures (CONTRACT "Webhooks"): `X-Ferry-Signature: sha256=<hex HMAC-SHA256
+ * @module Webhook signatures (docs/api/webhooks.md): `X-Ferry-Signature: sha256=<hex HMAC-SHA256
  * of the body>` and the Standard Webhooks `webhook-signature: v1,<base64 HMAC of
  * "id.timestamp.body">`, both keyed by the webhook's secret: its UTF-8 bytes, or for a secret
  * written `whsec_<base64>` (the Standard Webhooks form) the decoded bytes.

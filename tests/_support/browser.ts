@@ -1,6 +1,6 @@
 /**
  * Test support: Debian's Chromium driven by playwright-core, headless, with a fresh profile in a
- * temp dir (PLATFORM.md's flags), against a broker on loopback. `withPage` always closes the
+ * temp dir (flags that make it start in a container), against a broker on loopback. `withPage` always closes the
  * browser and removes the profile, and records what the page logged as errors.
  */
 
@@ -11,7 +11,10 @@ import { type InProcessBroker, startBroker } from "./server.ts";
 /** Debian's Chromium (tools/setup_test_deps.sh installs it). */
 export const CHROMIUM = "/usr/bin/chromium";
 
-/** The flags that work on this project's machines (shared PLATFORM.md). */
+/**
+ * The flags Chromium needs on these machines: no sandbox (tests run as root in a container), no
+ * GPU, and none of its own network traffic (QUIC, updates, sync).
+ */
 export const CHROMIUM_ARGS = [
   "--no-sandbox",
   "--disable-gpu",

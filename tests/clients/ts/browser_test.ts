@@ -8,21 +8,11 @@
 
 import { chromium } from "playwright-core";
 import { assert, assertEquals } from "../../_support/assert.ts";
+import { CHROMIUM, CHROMIUM_ARGS } from "../../_support/browser.ts";
 import { startBroker } from "../../_support/server.ts";
 import { eventually } from "../../_support/wait.ts";
 
 const ROOT = new URL("../../../", import.meta.url).pathname;
-const CHROMIUM = "/usr/bin/chromium";
-/** The flags PLATFORM.md lists for Chromium on these machines. */
-const CHROMIUM_ARGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 
 /** Where the page loads the bundle from, on the broker's origin (playwright answers it). */
 const BUNDLE_PATH = "/__client_test/ferry.browser.js";

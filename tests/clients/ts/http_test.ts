@@ -186,7 +186,7 @@ Deno.test("an answer lost after the broker stored a publish: an auto key makes t
 
 Deno.test("a 307 to another node is followed with the body and the API key", async () => {
   await withBroker({ apiKeys: "k" }, async (ctx) => {
-    // A follower sends every write to the leader with 307 (CONTRACT "Cluster").
+    // A follower sends every write to the leader with 307 (docs/cluster.md).
     const follower = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (req) => {
       const u = new URL(req.url);
       return new Response(null, {
