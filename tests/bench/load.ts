@@ -1,12 +1,17 @@
 /**
  * Load benchmark of the real broker over HTTP: `deno task bench` (= `deno run -A
  * tests/bench/load.ts`). Prints one markdown table, machine first, with a PASS/FAIL column.
+ * A full run (every section, not --quick, this checkout's main.ts, the start task's flags, no
+ * section failed) also writes it into docs/benchmarks.md between `<!-- bench:table:start -->`
+ * and `<!-- bench:table:end -->`; any other run leaves that page alone (tests/bench/docs_table.ts).
  *
  * Usage:
- *   deno task bench                      full run, about 3-5 minutes on 2 cores
+ *   deno task bench                      full run, about 15 minutes on 2 cores; updates the page
  *   deno task bench --quick              smoke run, about 1 minute (shorter runs, fewer messages)
  *   deno task bench --only publish,consume   just the publish and drain rows (Go's too)
  *   deno task bench --broker path/to/main.ts   bench another build (default: ./main.ts)
+ *   deno task bench --table-file FILE    also write this run's table into FILE (which has the
+ *                                        two markers), whatever the run
  *
  * Sections (names for --only): ceiling, publish, consume, e2e, fanout, webhook, rss, replay,
  * large, cluster, batch, idle, restart.
@@ -98,6 +103,7 @@ import { runChaos } from "../cluster/chaos.ts";
 import { Broker, type Handed } from "../../lib/broker.ts";
 import { defaultConfig } from "../../lib/config.ts";
 import { messagesText } from "../../routes/wire.ts";
+import { BENCH_PAGE, readMachine, writeTable } from "./docs_table.ts";
 
 const HERE = new URL(".", import.meta.url).pathname;
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -134,6 +140,8 @@ interface Options {
   quick: boolean;
   only: Set<Section>;
   broker: string;
+  /** Where to write this run's table besides docs/benchmarks.md's rule (--table-file). */
+  tableFile?: string;
 }
 
 function parseArgs(args: string[]): Options {
@@ -151,10 +159,11 @@ function parseArgs(args: string[]): Options {
       }
       o.only = new Set(names as Section[]);
     } else if (a === "--broker") o.broker = args[++i] ?? "";
+    else if (a === "--table-file") o.tableFile = args[++i] ?? "";
     else if (a === "--help" || a === "-h") {
       console.log(
         "usage: deno task bench [--quick] [--only " + SECTIONS.join(",") + "]" +
-          " [--broker main.ts]",
+          " [--broker main.ts] [--table-file FILE]",
       );
       Deno.exit(0);
     } else throw new Error(`unknown argument "${a}" (see --help)`);
@@ -897,7 +906,7 @@ async function httpCeiling(_o: Options, p: Plan): Promise<void> {
  * What the disk allows a durable publish at all, measured where the brokers keep their WALs:
  * 1 KiB records appended with one write + fdatasync each (the floor of a publish at one
  * connection), and group-committed 64 to a write + fdatasync (what 64 connections could get).
- * Synchronous calls, the fastest way Deno has (PLATFORM.md).
+ * Synchronous calls, the fastest way Deno has (measured on these machines).
  */
 function diskRate(
   dir: string,
@@ -2283,8 +2292,8 @@ async function loadAvg(): Promise<string> {
 }
 
 async function machine(loadBefore: string): Promise<string> {
-  const cpuinfo = await Deno.readTextFile("/proc/cpuinfo").catch(() => "");
-  const model = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1] ?? "unknown CPU";
+  const m = await readMachine();
+  const ram = m.ramBytes ? `, ${(m.ramBytes / 1024 ** 3).toFixed(1)} GiB RAM` : "";
   const cmd = async (c: string, args: string[]) => {
     try {
       const out = await new Deno.Command(c, { args, stdout: "piped", stderr: "piped" }).output();
@@ -2297,7 +2306,9 @@ async function machine(loadBefore: string): Promise<string> {
   const commit = await cmd("git", ["-C", ROOT, "rev-parse", "--short", "HEAD"]);
   const wrk = (await cmd("wrk", ["-v"])).replace(/ Copyright.*/, "");
   return [
-    `- machine: ${navigator.hardwareConcurrency} × ${model}, Linux ${Deno.osRelease()}`,
+    `- machine: ${
+      m.cores || navigator.hardwareConcurrency
+    } × ${m.cpu}${ram}, Linux ${Deno.osRelease()}`,
     `- deno ${Deno.version.deno} (v8 ${Deno.version.v8}), ${wrk}`,
     `- commit ${commit || "unknown"}, BROKER_FSYNC=always`,
     `- load average at start ${loadBefore}; before each run the harness waits up to ` +
@@ -2308,10 +2319,21 @@ async function machine(loadBefore: string): Promise<string> {
   ].join("\n");
 }
 
+/** Sort key of a row's section: "2b" → [2, "b"]; a failed section's name sorts last. */
+function sectionKey(section: string): [number, string] {
+  const m = /^(\d+)([a-z]*)$/.exec(section);
+  return m ? [Number(m[1]), m[2]!] : [Infinity, section];
+}
+
 function table(): string {
   const head = ["#", "measure", "conns", "result", "p50", "p99", "notes", "target", "PASS/FAIL"];
   const lines = [`| ${head.join(" | ")} |`, `|${head.map(() => "---").join("|")}|`];
-  for (const r of rows) {
+  // Sections run in SECTIONS' order; the table reads in row-number order (stable within one).
+  const sorted = [...rows].sort((a, b) => {
+    const [na, sa] = sectionKey(a.section), [nb, sb] = sectionKey(b.section);
+    return na !== nb ? na - nb : sa < sb ? -1 : sa > sb ? 1 : 0;
+  });
+  for (const r of sorted) {
     lines.push(
       `| ${
         [r.section, r.measure, r.conns, r.result, r.p50, r.p99, r.notes, r.target, r.status]
@@ -2338,6 +2360,7 @@ async function main(): Promise<number> {
     throw new Error(`broker entry ${o.broker} not found`);
   });
   const started = performance.now();
+  const startedAt = new Date();
   const loadBefore = await loadAvg();
   let errors = 0;
   for (const s of SECTIONS) {
@@ -2358,10 +2381,38 @@ async function main(): Promise<number> {
     }
   }
   const mins = ((performance.now() - started) / 60_000).toFixed(1);
+  const full = o.only.size === SECTIONS.length;
+  const when = `${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC`;
+  const block = [
+    `Run of ${when} (\`deno task bench${o.quick ? " --quick" : ""}\`, ${
+      full ? "every section" : [...o.only].join(", ")
+    }, ${mins} min).\n`,
+    await machine(loadBefore),
+    "",
+    table(),
+  ].join("\n");
   console.log(`## Ferry load benchmark${o.quick ? " (--quick)" : ""}\n`);
-  console.log(await machine(loadBefore));
-  console.log(`- ran ${[...o.only].join(", ")} in ${mins} min\n`);
-  console.log(table());
+  console.log(block);
+  // Only a whole run of this build under the start task's settings stands for it on the page.
+  const partial = [
+    full ? "" : "--only",
+    o.quick ? "--quick" : "",
+    o.broker === join(ROOT, "main.ts") ? "" : "--broker",
+    Deno.env.has("FERRY_BENCH_FLAGS") || Deno.env.has("FERRY_BENCH_ENV") ? "FERRY_BENCH_*" : "",
+    errors ? `${errors} failed section${errors === 1 ? "" : "s"}` : "",
+  ].filter(Boolean);
+  const targets = [...new Set([...(partial.length ? [] : [BENCH_PAGE]), o.tableFile ?? ""])]
+    .filter(Boolean);
+  if (partial.length) log(`docs/benchmarks.md left as it was (${partial.join(", ")})`);
+  for (const file of targets) {
+    try {
+      await writeTable(file, block, log);
+      log(`table written to ${file}`);
+    } catch (e) {
+      errors++;
+      log((e as Error).message);
+    }
+  }
   return errors ? 1 : 0;
 }
 

@@ -68,10 +68,10 @@ export function blocksOf(text: string): Block[] {
   return blocks;
 }
 
-/** The page's broker environment from its `<!-- docs:test env … -->` comments. */
+/** The page's broker environment from its `<!-- docs:test env … -->` comments (not in code). */
 export function envOf(text: string): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const m of text.matchAll(/<!--\s*docs:test\s+env\s+([\s\S]*?)-->/g)) {
+  for (const m of prose(text).join("\n").matchAll(/<!--\s*docs:test\s+env\s+([\s\S]*?)-->/g)) {
     for (const word of m[1]!.trim().split(/\s+/)) {
       const eq = word.indexOf("=");
       if (eq > 0) env[word.slice(0, eq)] = word.slice(eq + 1);

@@ -22,4 +22,5 @@ Deno.test("markdown: anchors follow GitHub's rule, links skip code and absolute 
     [{ line: 1, target: "a.md#b" }, { line: 1, target: "p.png" }],
   );
   assertEquals(envOf("<!-- docs:test env A=1 B=x:y,z -->"), { A: "1", B: "x:y,z" });
+  assertEquals(envOf("```text\n<!-- docs:test env A=1 -->\n```\n"), {}, "not from a code block");
 });
