@@ -1,6 +1,6 @@
 /**
  * Text from the broker made safe for a terminal: its control characters shown as escapes, so a
- * payload, a header or an error detail cannot drive the terminal (README "Command-line tool").
+ * payload, a header or an error detail cannot drive the terminal (docs/cli.md).
  */
 
 /** What a terminal acts on instead of showing: C0 controls, DEL and C1 controls. */

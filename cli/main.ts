@@ -1,6 +1,6 @@
 /**
  * `ferry`, the command-line tool: `deno task ferry …` from a checkout, or `ferry …` once
- * installed (README "Command-line tool"). Exits 0 ok, 1 refused, 2 usage, 3 cannot connect.
+ * installed (docs/cli.md). Exits 0 ok, 1 refused, 2 usage, 3 cannot connect.
  */
 
 import { run } from "./program.ts";

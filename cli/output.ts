@@ -1,7 +1,7 @@
 /**
  * Where `ferry` writes: results to stdout (text for people, or JSON for scripts), notices and
  * failures to stderr. Colour only when stdout is a terminal, never with NO_COLOR or --json.
- * Neither mode hands a terminal a control character from the broker (README "Command-line tool").
+ * Neither mode hands a terminal a control character from the broker (docs/cli.md).
  */
 
 import { shown } from "./escape.ts";

@@ -1,5 +1,5 @@
 /**
- * Saves the README's dashboard screenshots: `deno task screenshots [--out docs] [--serve]`.
+ * Saves the dashboard screenshots of README.md and docs/dashboard.md: `deno task screenshots [--out docs] [--serve]`.
  * Starts a broker in this process on an in-memory data dir and a hand-driven clock, plays five
  * minutes of traffic into it (so the rate charts have history), then photographs the overview
  * and a queue view in Chromium at 1440 px. `--serve` keeps the broker running afterwards, with

@@ -7,7 +7,7 @@
 # --data-dir and --api-keys-file flags, which win, as in lib/config.ts. Deno's task shell expands
 # $VAR but not ${VAR:-default}, and cannot see a task's own arguments, hence this script. It
 # `exec`s the command: the broker keeps this process's pid, so signals reach it directly and its
-# exit status is the task's (README, "Permissions").
+# exit status is the task's (docs/operating.md, "Permissions").
 
 data=${BROKER_DATA_DIR:-./data}
 keys=${BROKER_API_KEYS_FILE:-}

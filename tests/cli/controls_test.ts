@@ -1,6 +1,6 @@
 /**
  * `ferry` never hands a terminal the control characters of a payload or of other text the broker
- * sends: peek, consume, tail and error lines show them as escapes (README "Command-line tool"),
+ * sends: peek, consume, tail and error lines show them as escapes (docs/cli.md),
  * and --json output carries them as JSON `\u` escapes only.
  */
 

@@ -1,5 +1,5 @@
 /**
- * One definition of a topic's groups (README "Topics, groups, dead letters"): its named consumer
+ * One definition of a topic's groups (docs/api/topics-and-groups.md): its named consumer
  * groups, the ones `ferry groups` lists. `ferry topics` and `ferry stats` count them alike, and
  * the broker's /api/queues and /api/stats name the same ones, whatever the default group and a
  * webhook hold.

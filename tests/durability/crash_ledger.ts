@@ -8,7 +8,7 @@ import type { ChildBroker } from "../_support/child.ts";
 import { drain, queues, textOf } from "../_support/http.ts";
 
 export const TOPICS = ["crash-a", "crash-b", "crash-c"];
-/** The attempt that brings retry_count to this moves a message to `{topic}.dlq` (README). */
+/** The attempt that brings retry_count to this moves a message to `{topic}.dlq` (docs/delivery-semantics.md). */
 export const ATTEMPTS = 3;
 
 /** What the loop knows about every message, carried across the kill/restart iterations. */
@@ -33,7 +33,7 @@ export class Ledger {
   requeuePending = new Set<MessageJson>();
   /** Ids known to be in `{topic}.dlq` only: their topic must not hold them again. */
   deadLettered = new Set<string>();
-  /** Ids in both their topic and its DLQ: a move cut by the kill (README, "Group commit"). */
+  /** Ids in both their topic and its DLQ: a move cut by the kill (docs/architecture.md, "Writing, replay and compaction"). */
   split = new Set<string>();
   problems: string[] = [];
 

@@ -226,7 +226,7 @@ class Campaign {
   /**
    * The process is alive, a round trip works, and no idle or half-sent connection got a 5xx.
    * Those still open are reported, not judged: Deno.serve has no header or idle timeout, so
-   * closing them is a proxy's job (README "Limits of the HTTP layer").
+   * closing them is a proxy's job (docs/operating.md, "Limits of the HTTP layer").
    */
   async finalChecks(): Promise<void> {
     await this.checkAlive();

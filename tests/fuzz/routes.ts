@@ -1,6 +1,6 @@
 /**
  * What the fuzzer knows of the route table: the documented query parameters and JSON fields of
- * each route (README "Endpoints"), those of its `doc` for routes added later, paths near the table,
+ * each route (docs/api/), those of its `doc` for routes added later, paths near the table,
  * and the one route it must never call (POST /api/drain: every later request would get 503).
  */
 
@@ -26,7 +26,7 @@ export type Kind =
   | "idem"
   | "text";
 
-/** The documented query parameters and JSON body fields of each route (README "Endpoints"). */
+/** The documented query parameters and JSON body fields of each route (docs/api/). */
 export interface Spec {
   query?: Record<string, Kind>;
   json?: Record<string, Kind>;

@@ -58,7 +58,7 @@ Deno.test({
 /** What the disk-payload test publishes: 200 payloads of 2 MiB. */
 const PAYLOADS_BYTES = 400 * MIB;
 
-/** RSS a full broker may use above its idle RSS, as a multiple of BROKER_MAX_MEMORY (README). */
+/** RSS a full broker may use above its idle RSS, as a multiple of BROKER_MAX_MEMORY (docs/operating.md, "Memory"). */
 const RSS_PER_BUDGET_BYTE = 1.5;
 
 Deno.test({

@@ -16,7 +16,7 @@ export const FD_MARGIN = 4;
 export const RSS_GROWTH_SHARE = 0.2;
 /** The least RSS growth allowed between the load's two halves, in MiB. */
 export const RSS_GROWTH_FLOOR_MIB = 32;
-/** RSS allowed on top per payload byte of extra held messages (the README measures 2.41). */
+/** RSS allowed on top per payload byte of extra held messages (measured at 2.41; docs/operating.md, "Memory"). */
 export const RSS_PER_HELD_BYTE = 3;
 const DRAIN_TIMEOUT_MS = 30_000;
 const SETTLE_TIMEOUT_MS = 15_000;
