@@ -237,18 +237,21 @@ Deno.test("a progress bar on a terminal when publishing several files", async ()
   }
 });
 
-Deno.test("the README's install command grants exactly the `ferry` task's permissions", async () => {
-  const readme = await Deno.readTextFile(new URL("../../README.md", import.meta.url));
-  const install = readme.split("\n").find((l) => l.includes("deno install -g"));
-  assert(install, "README shows a deno install -g line");
+/** The page that tells users how to install `ferry`. */
+const CLI_PAGE = new URL("../../docs/cli.md", import.meta.url);
+
+Deno.test("docs/cli.md's install command grants exactly the `ferry` task's permissions", async () => {
+  const page = await Deno.readTextFile(CLI_PAGE);
+  const install = page.split("\n").find((l) => l.includes("deno install -g"));
+  assert(install, "docs/cli.md shows a deno install -g line");
   const granted = install.split(" ").filter((w) => /^--(allow|deny)-/.test(w));
   assertEquals(granted, ferryPermissions());
 });
 
-Deno.test("the README's install command installs a `ferry` that runs", async () => {
+Deno.test("docs/cli.md's install command installs a `ferry` that runs", async () => {
   const root = new URL("../../", import.meta.url).pathname;
-  const readme = await Deno.readTextFile(new URL("README.md", `file://${root}`));
-  const words = readme.split("\n").find((l) => l.includes("deno install -g"))!.split(" ");
+  const page = await Deno.readTextFile(CLI_PAGE);
+  const words = page.split("\n").find((l) => l.includes("deno install -g"))!.split(" ");
   const dir = await Deno.makeTempDir({ prefix: "ferry-install-" });
   try {
     // The documented line, with --root so it installs into the temp dir, not the user's home.
