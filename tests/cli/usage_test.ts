@@ -240,18 +240,22 @@ Deno.test("a progress bar on a terminal when publishing several files", async ()
 /** The page that tells users how to install `ferry`. */
 const CLI_PAGE = new URL("../../docs/cli.md", import.meta.url);
 
-Deno.test("docs/cli.md's install command grants exactly the `ferry` task's permissions", async () => {
+/** The words of the page's `deno install -g` command, its `\` continuation lines joined. */
+async function installWords(): Promise<string[]> {
   const page = await Deno.readTextFile(CLI_PAGE);
-  const install = page.split("\n").find((l) => l.includes("deno install -g"));
-  assert(install, "docs/cli.md shows a deno install -g line");
-  const granted = install.split(" ").filter((w) => /^--(allow|deny)-/.test(w));
+  const m = /^deno install -g(?:[^\n]*\\\n)*[^\n]*$/m.exec(page);
+  assert(m, "docs/cli.md shows a deno install -g command");
+  return m[0].replaceAll("\\\n", " ").split(/\s+/).filter(Boolean);
+}
+
+Deno.test("docs/cli.md's install command grants exactly the `ferry` task's permissions", async () => {
+  const granted = (await installWords()).filter((w) => /^--(allow|deny)-/.test(w));
   assertEquals(granted, ferryPermissions());
 });
 
 Deno.test("docs/cli.md's install command installs a `ferry` that runs", async () => {
   const root = new URL("../../", import.meta.url).pathname;
-  const page = await Deno.readTextFile(CLI_PAGE);
-  const words = page.split("\n").find((l) => l.includes("deno install -g"))!.split(" ");
+  const words = await installWords();
   const dir = await Deno.makeTempDir({ prefix: "ferry-install-" });
   try {
     // The documented line, with --root so it installs into the temp dir, not the user's home.
