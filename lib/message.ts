@@ -127,6 +127,22 @@ export class StoredMessage {
     return this.#rare?.redriveCount ?? 0;
   }
 
+  /** Set when a redrive joins a message some group still holds (the count is the message's). */
+  set redriveCount(count: number) {
+    if (this.#rare || count) this.#rareFields().redriveCount = count;
+  }
+
+  /** The rare fields, made empty on first need. */
+  #rareFields() {
+    return this.#rare ??= {
+      expiresAt: 0,
+      idemKey: undefined,
+      redriveCount: 0,
+      origin: undefined,
+      reason: undefined,
+    };
+  }
+
   /**
    * The group a dead-lettered message came from; when several groups dead-lettered it, their
    * names comma-separated (the default group as an empty name). Undefined: the default group.
@@ -136,10 +152,7 @@ export class StoredMessage {
   }
 
   set origin(origin: string | undefined) {
-    if (this.#rare) this.#rare.origin = origin;
-    else if (origin !== undefined) {
-      this.#rare = { expiresAt: 0, idemKey: undefined, redriveCount: 0, origin, reason: undefined };
-    }
+    if (this.#rare || origin !== undefined) this.#rareFields().origin = origin;
   }
 
   /** Why it was last requeued or dead-lettered. */

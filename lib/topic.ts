@@ -372,6 +372,8 @@ export class Topic {
     }
     // A second group dead-lettering the same message: redrive must return it to both.
     if (!fresh && this.isDeadLetter) msg.origin = mergeOrigins(msg.origin, r.origin);
+    // A redrive joining a message other groups still hold counts on the message they share.
+    if (!fresh && r.redriveCount > msg.redriveCount) msg.redriveCount = r.redriveCount;
     if (r.deliveries) {
       for (const spec of r.deliveries) {
         let g = this.groups.get(spec.group);

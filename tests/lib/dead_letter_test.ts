@@ -185,6 +185,24 @@ Deno.test("redrive() moves the DLQ back with retry_count 0 and redrive_count + 1
   await t.close();
 });
 
+Deno.test("redrive() counts the redrive on a message another group still holds, also after replay", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "ferry-twin-" });
+  const t = await openBroker({ dataDir: dir });
+  const b = t.broker;
+  await b.createGroup("orders", "ledger");
+  await b.publish("orders", bytes("kept"));
+  await deadLetterAll(b, "orders", "ledger"); // the default group still holds "kept"
+  assertEquals(await redrive(b, "orders"), { topic: "orders", source: "orders.dlq", moved: 1 });
+  const [back] = await b.consume("orders", { group: "ledger" });
+  assertEquals([text(back!.msg.payload), back!.retryCount, back!.msg.redriveCount], ["kept", 0, 1]);
+  await t.close();
+  const again = await openBroker({ dataDir: dir }, t.now);
+  const [held] = await again.broker.consume("orders");
+  assertEquals(held!.msg.redriveCount, 1, "the default group's copy, after replay");
+  await again.close();
+  await Deno.remove(dir, { recursive: true });
+});
+
 Deno.test("redrive() moves only as many as the target has room for: max_messages, max_bytes", async () => {
   const t = await openBroker();
   const b = t.broker;
