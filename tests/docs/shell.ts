@@ -95,7 +95,9 @@ export async function runShellBlock(
 ): Promise<string[]> {
   const deno = Deno.execPath();
   const host = new URL(opts.brokerUrl).host;
-  const commands = commandsOf(block.lines);
+  // The page's answers name the documented address too, so they are pointed at the broker as well.
+  const code = block.lines.map((l) => l.replace(/\b(?:localhost|127\.0\.0\.1):7800\b/g, host));
+  const commands = commandsOf(code);
   const head = [
     "set -euo pipefail",
     "__doc_known=$(compgen -v)",
@@ -103,7 +105,6 @@ export async function runShellBlock(
     prelude(deno),
   ].join("\n");
   const headLines = head.split("\n").length;
-  const code = block.lines.map((l) => l.replace(/\b(?:localhost|127\.0\.0\.1):7800\b/g, host));
   const tail = [
     // Variables the block set, for the page's next block.
     `for __v in $(compgen -v); do case "$__v" in __*|BASH*|FUNCNAME|PIPESTATUS|_|LINENO|RANDOM|SECONDS|SRANDOM|EPOCH*|COMP*|OPT*|HIST*|PPID|UID|EUID|GROUPS|SHLVL|PWD|OLDPWD) continue;; esac;`,
