@@ -29,3 +29,38 @@ Deno.test("docs: every relative link and anchor of README.md and docs/ resolves"
   }
   assert(broken.length === 0, `broken links:\n${broken.join("\n")}`);
 });
+
+/** Pages (with anchors) a newcomer must reach from README.md by links alone, in two clicks. */
+const JOURNEYS = [
+  "docs/api/topics-and-groups.md#delete-a-topic",
+  "docs/go-client.md#verifying-webhook-signatures",
+  "docs/cluster.md#add-a-node",
+];
+
+Deno.test("docs: from README.md, two links reach deleting a topic, Go signatures, adding a node", async () => {
+  /** Every target one page links to, as "path#anchor" and "path", from the root. */
+  const targetsOf = async (page: string) => {
+    const text = await Deno.readTextFile(ROOT + page);
+    return linksOf(text).flatMap(({ target }) => {
+      const [file, anchor] = target.split("#", 2) as [string, string | undefined];
+      const path = file
+        ? new URL(decodeURI(file), `file://${ROOT}${page}`).pathname.slice(ROOT.length)
+        : page;
+      return anchor ? [`${path}#${anchor}`, path] : [path];
+    });
+  };
+  const reached = new Set<string>(["README.md"]);
+  let frontier = ["README.md"];
+  for (let click = 0; click < 2; click++) {
+    const next: string[] = [];
+    for (const page of frontier) {
+      for (const t of await targetsOf(page)) {
+        if (reached.has(t)) continue;
+        reached.add(t);
+        if (t.endsWith(".md")) next.push(t);
+      }
+    }
+    frontier = next;
+  }
+  for (const journey of JOURNEYS) assert(reached.has(journey), `${journey} is not two links away`);
+});
