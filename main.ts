@@ -4,7 +4,7 @@
  */
 
 import { type Config, ConfigError, helpText, loadConfig, SETTINGS } from "./lib/config.ts";
-import { DataDirInUseError } from "./lib/data_dir_lock.ts";
+import { DataDirInUseError } from "./lib/storage/data_dir_lock.ts";
 import { Logger } from "./lib/log.ts";
 import { createHandler } from "./routes/app.ts";
 import {

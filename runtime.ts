@@ -5,7 +5,6 @@
 
 import { type ApiKey, KeyRing, parseKeyFile, parseKeyList, SCOPE_BITS } from "./lib/auth.ts";
 import { Broker, type OpenOptions } from "./lib/broker.ts";
-import type { WebhookSend } from "./lib/webhooks/pusher.ts";
 import { type Config, ConfigError } from "./lib/config.ts";
 import type { Logger } from "./lib/log.ts";
 import { Metrics } from "./routes/metrics.ts";
@@ -14,13 +13,14 @@ import { authHook } from "./routes/auth.ts";
 import { metricsHook } from "./routes/ops.ts";
 import { clusterHook } from "./routes/cluster.ts";
 import { ClusterState } from "./lib/cluster/state.ts";
-import { Election } from "./cluster/election.ts";
-import { Etcd } from "./cluster/etcd.ts";
-import { ReplicaClient } from "./cluster/replica_client.ts";
+import { Election } from "./lib/cluster/election.ts";
+import { Etcd } from "./net/etcd.ts";
+import { ReplicaClient } from "./net/leader_link.ts";
+import { fetchSender } from "./net/webhook_sender.ts";
 import { Replicator } from "./lib/cluster/replicator.ts";
 import { replicatedOpenWal } from "./lib/cluster/replicated_wal.ts";
-import { defaultOpenWal } from "./lib/wal.ts";
-import { exposedGc, IdleGc } from "./lib/idle_gc.ts";
+import { defaultOpenWal } from "./lib/storage/wal.ts";
+import { exposedGc, IdleGc } from "./lib/memory/idle_gc.ts";
 
 /** The broker and what production wires around it; tests get the same from startBroker(). */
 export interface Runtime {
@@ -50,47 +50,6 @@ export async function readKeys(config: Config): Promise<ApiKey[]> {
     keys.push(...parseKeyFile(text));
   }
   return keys;
-}
-
-/** How long a webhook endpoint may take to answer (docs/api/webhooks.md: any 2xx within 15 s). */
-export const WEBHOOK_TIMEOUT_MS = 15_000;
-/** Characters of an endpoint's answer kept for the attempts log. */
-const ANSWER_CHARS = 1024;
-
-/**
- * A webhook sender over fetch: no redirects followed (a 3xx is a failure, as at Svix), the first
- * 1 KiB of the answer read and the rest dropped, a timeout or a network error reported.
- */
-export function fetchSender(timeoutMs = WEBHOOK_TIMEOUT_MS): WebhookSend {
-  return async (url, { headers, body }) => {
-    try {
-      const res = await fetch(url, {
-        method: "POST",
-        headers,
-        body: body as Uint8Array<ArrayBuffer>,
-        redirect: "manual",
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      let answer = "";
-      if (res.body) {
-        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-        while (answer.length < ANSWER_CHARS) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          answer += value;
-        }
-        await reader.cancel().catch(() => {});
-      }
-      return { status: res.status, answer: answer.slice(0, ANSWER_CHARS) };
-    } catch (e) {
-      const err = e as Error;
-      return {
-        error: err.name === "TimeoutError"
-          ? `no answer within ${timeoutMs / 1000} s`
-          : err.message.slice(0, 200),
-      };
-    }
-  };
 }
 
 /**

@@ -1,17 +1,17 @@
 /**
- * @module The facade routes call: the request gate, open and close, and the topics (registry.ts).
+ * @module The facade routes call: the request gate, open and close, and the topics (topics.ts).
  * Each verb checks the gate and hands over to the module that owns it: publish.ts,
- * deliveries.ts, groups.ts, dead_letter.ts, consumers.ts, scheduler.ts, compactor.ts,
- * recovery.ts, stats.ts, rates.ts, subscribers.ts, and in a cluster cluster/ (leadership,
+ * deliveries.ts, groups.ts, dead_letter.ts, consumers.ts, scheduler.ts, storage/compactor.ts,
+ * storage/recovery.ts, stats.ts, rates.ts, feed.ts, and in a cluster cluster/ (leadership,
  * replicator, follower). Every operation decides and mutates synchronously, then awaits only the
  * WAL (and, on a cluster's leader, its synchronous follower).
  */
 
 import { Alarm } from "./alarm.ts";
-import { Compactor } from "./compactor.ts";
+import { Compactor } from "./storage/compactor.ts";
 import { type Config, VERSION } from "./config.ts";
 import { Consumers } from "./consumers.ts";
-import { DataDirLock } from "./data_dir_lock.ts";
+import { DataDirLock } from "./storage/data_dir_lock.ts";
 import type { BrokerContext, EffectiveSettings } from "./context.ts";
 import * as deliveries from "./deliveries.ts";
 import * as groups from "./groups.ts";
@@ -19,12 +19,12 @@ import { redrive } from "./dead_letter.ts";
 import { BrokerError } from "./errors.ts";
 import type { Group } from "./group.ts";
 import { type Logger, silentLogger } from "./log.ts";
-import { MemoryBudget } from "./memory.ts";
+import { MemoryBudget } from "./memory/budget.ts";
 import { checkName } from "./names.ts";
 import { loadNodeId } from "./node_id.ts";
 import * as publishing from "./publish.ts";
 import { type BatchItem, publishBatch } from "./publish_batch.ts";
-import { recover, type RecoveryReport } from "./recovery.ts";
+import { recover, type RecoveryReport } from "./storage/recovery.ts";
 import { COMPACT_CHECK_MS, MIN_SWEEP_GAP_MS, Scheduler } from "./scheduler.ts";
 import type { ClusterState } from "./cluster/state.ts";
 import { Follower } from "./cluster/follower.ts";
@@ -32,14 +32,14 @@ import type { Replicator } from "./cluster/replicator.ts";
 import { followLeadership } from "./cluster/leadership.ts";
 import { Rates } from "./rates.ts";
 import { Stats } from "./stats.ts";
-import { Subscribers } from "./subscribers.ts";
-import { Registry } from "./registry.ts";
+import { Subscribers } from "./feed.ts";
+import { Registry } from "./topics.ts";
 import type { Topic, TopicOptions } from "./topic.ts";
-import { defaultOpenWal, type OpenWal } from "./wal.ts";
+import { defaultOpenWal, type OpenWal } from "./storage/wal.ts";
 import { Pushers, type WebhookSend } from "./webhooks/pusher.ts";
 import * as webhooks from "./webhooks/registry.ts";
 import type { Webhook } from "./webhooks/registry.ts";
-import { type MetaRecord, RecordType } from "./wal_record.ts";
+import { type MetaRecord, RecordType } from "./storage/record.ts";
 
 export type { ConsumeOptions, Handed, Leased, Requeued } from "./deliveries.ts";
 export type { Published, PublishOptions } from "./publish.ts";

@@ -7,7 +7,7 @@
 import type { Config } from "./config.ts";
 import type { Group } from "./group.ts";
 import type { Logger } from "./log.ts";
-import type { MemoryBudget } from "./memory.ts";
+import type { MemoryBudget } from "./memory/budget.ts";
 import type { Topic } from "./topic.ts";
 
 /** A topic's settings with the broker defaults filled in. */

@@ -11,7 +11,7 @@ import type { Group } from "./group.ts";
 import { checkName } from "./names.ts";
 import type { Delivery, StoredMessage } from "./message.ts";
 import { DEFAULT_GROUP, isWebhookGroup, originGroups, type Topic } from "./topic.ts";
-import { type DeliverySpec, RecordType } from "./wal_record.ts";
+import { type DeliverySpec, RecordType } from "./storage/record.ts";
 
 /** The dead-letter topic name of `topic`. */
 export function dlqName(topic: string): string {

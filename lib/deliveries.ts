@@ -12,9 +12,9 @@ import { BrokerError } from "./errors.ts";
 import type { Group, TakeSpec } from "./group.ts";
 import { type Delivery, matchesFilter, State, type StoredMessage } from "./message.ts";
 import { checkName } from "./names.ts";
-import { prefetchPayloads } from "./payload_file.ts";
+import { prefetchPayloads } from "./memory/payload_file.ts";
 import { DEFAULT_GROUP, type Topic } from "./topic.ts";
-import { RecordType } from "./wal_record.ts";
+import { RecordType } from "./storage/record.ts";
 
 /** What a consumer asks for. */
 export interface ConsumeOptions {

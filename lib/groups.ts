@@ -8,7 +8,7 @@ import { BrokerError } from "./errors.ts";
 import type { Group } from "./group.ts";
 import { checkName } from "./names.ts";
 import { DEFAULT_GROUP, isWebhookGroup, type Topic } from "./topic.ts";
-import { RecordType } from "./wal_record.ts";
+import { RecordType } from "./storage/record.ts";
 
 /** The group of a topic, created (and recorded) when missing. */
 export function getGroup(ctx: BrokerContext, topic: Topic, name: string): Group {

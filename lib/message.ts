@@ -4,9 +4,9 @@
  */
 
 import type { Priority } from "../protocol/wire.ts";
-import type { PublishRecord } from "./wal_record.ts";
-import { heldSize, MESSAGE_OVERHEAD_BYTES } from "./memory.ts";
-import type { PayloadFile } from "./payload_file.ts";
+import type { PublishRecord } from "./storage/record.ts";
+import { heldSize, MESSAGE_OVERHEAD_BYTES } from "./memory/budget.ts";
+import type { PayloadFile } from "./memory/payload_file.ts";
 
 /** A payload's place in a WAL file. */
 export interface PayloadLocation {
@@ -51,7 +51,7 @@ interface Rare {
  * (buffer, offset, length) rather than a Uint8Array: a view object costs ~100 bytes per
  * message held, the getter's short-lived view costs nothing that lasts. Once its record is
  * durable the message also knows where the payload is in the WAL file, so a payload can leave
- * memory (lib/payload_cache.ts) and be read from there.
+ * memory (lib/memory/payload_cache.ts) and be read from there.
  */
 export class StoredMessage {
   readonly id: string;

@@ -8,14 +8,14 @@ import { MAX_PAYLOAD_BYTES } from "./config.ts";
 import type { Consumers } from "./consumers.ts";
 import type { BrokerContext } from "./context.ts";
 import { BrokerError } from "./errors.ts";
-import { heldSize } from "./memory.ts";
+import { heldSize } from "./memory/budget.ts";
 import type { SeenKey } from "./idempotency.ts";
 import { internHeaders, NORMAL, StoredMessage } from "./message.ts";
 import { checkName } from "./names.ts";
-import type { Subscribers } from "./subscribers.ts";
+import type { Subscribers } from "./feed.ts";
 import type { Topic } from "./topic.ts";
 import { uuidv7 } from "./uuid.ts";
-import { type PublishRecord, RecordType } from "./wal_record.ts";
+import { type PublishRecord, RecordType } from "./storage/record.ts";
 
 /** What a publisher may set on a message. */
 export interface PublishOptions {

@@ -10,7 +10,7 @@
 import { MAX_PAYLOAD_BYTES } from "./config.ts";
 import type { BrokerContext } from "./context.ts";
 import { BrokerError } from "./errors.ts";
-import { heldSize } from "./memory.ts";
+import { heldSize } from "./memory/budget.ts";
 import {
   counted,
   makeRoomFor,

@@ -6,7 +6,7 @@
  * coming due, idempotency keys leaving their window, long-poll timeouts, compaction).
  */
 
-import type { Compactor } from "./compactor.ts";
+import type { Compactor } from "./storage/compactor.ts";
 import type { Consumers } from "./consumers.ts";
 import type { BrokerContext } from "./context.ts";
 import { leaseEnded } from "./deliveries.ts";

@@ -9,10 +9,10 @@ import { Departures } from "./departures.ts";
 import { Group } from "./group.ts";
 import { Heap } from "./heap.ts";
 import { IdempotencyKeys, type SeenKey } from "./idempotency.ts";
-import { MemoryBudget } from "./memory.ts";
+import { MemoryBudget } from "./memory/budget.ts";
 import { type Delivery, type PayloadLocation, State, StoredMessage } from "./message.ts";
-import { prefetchPayloads } from "./payload_file.ts";
-import type { Wal } from "./wal.ts";
+import { prefetchPayloads } from "./memory/payload_file.ts";
+import type { Wal } from "./storage/wal.ts";
 import {
   encodeRecord,
   FILE_HEADER_BYTES,
@@ -21,7 +21,7 @@ import {
   RecordType,
   type WalRecord,
   type WebhookRecord,
-} from "./wal_record.ts";
+} from "./storage/record.ts";
 
 /** A topic's own settings, kept in its META record. 0 means "the broker default". */
 export interface TopicSettings {

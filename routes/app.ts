@@ -28,7 +28,7 @@ import { dashboardRoutes } from "./dashboard.ts";
 import { healthRoutes } from "./health.ts";
 import { opsRoutes } from "./ops.ts";
 import { staticRoutes } from "./static.ts";
-import { streamRoutes } from "./stream.ts";
+import { streamRoutes } from "./sse.ts";
 import { webhookRoutes } from "./webhooks.ts";
 import { wsRoutes } from "./ws.ts";
 import { replicateRoutes } from "./replicate.ts";

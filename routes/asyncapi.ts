@@ -2,11 +2,11 @@
  * The AsyncAPI 3.0 document of the broker's two streaming interfaces, served at
  * GET /asyncapi.json beside the OpenAPI one: the WebSocket at /ws (each client and server frame a
  * message) and the SSE stream at /stream/{topic}. Its schemas are protocol/schemas.ts's, under the
- * same `#/components/schemas/…` names as in /openapi.json, and the SSE event is routes/stream.ts's.
+ * same `#/components/schemas/…` names as in /openapi.json, and the SSE event is routes/sse.ts's.
  */
 
 import { SCHEMAS } from "../protocol/schemas.ts";
-import { SSE_EVENT } from "./stream.ts";
+import { SSE_EVENT } from "./sse.ts";
 import { DEFAULT_PREFETCH, PING_INTERVAL_MS } from "./ws.ts";
 
 type Json = Record<string, unknown>;

@@ -7,7 +7,7 @@ import { publishedText } from "./wire.ts";
 import { MAX_PAYLOAD_BYTES, MAX_TIME_MS } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { PRIORITIES } from "../lib/message.ts";
-import { allocPayload } from "../lib/slab.ts";
+import { allocPayload } from "../lib/memory/slab.ts";
 import { checkName } from "../lib/names.ts";
 import { readBody } from "./body.ts";
 import { describe, json, jsonText } from "./http.ts";

@@ -16,7 +16,7 @@ import { BrokerError } from "../lib/errors.ts";
 import { autoKey } from "../lib/idempotency.ts";
 import { PRIORITIES } from "../lib/message.ts";
 import { checkName } from "../lib/names.ts";
-import { allocPayload, copyPayload } from "../lib/slab.ts";
+import { allocPayload, copyPayload } from "../lib/memory/slab.ts";
 import { schemaRef } from "../protocol/schemas.ts";
 import type { BatchPublishMessage } from "../protocol/wire.ts";
 import { type Accepts, checkFields } from "./accepts.ts";

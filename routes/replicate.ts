@@ -1,6 +1,6 @@
 /**
  * GET /cluster/replicate: a follower's one long-lived connection to its leader, a WebSocket.
- * The leader sends the stream (binary messages, lib/cluster/stream.ts); the follower answers
+ * The leader sends the stream (binary messages, lib/cluster/replica_stream.ts); the follower answers
  * `{"ack":index}` text frames once it has everything up to `index` on disk. Only the leader of
  * the term the follower names accepts it.
  */

@@ -11,7 +11,7 @@ import type { Consumer, Offered } from "../lib/consumers.ts";
 import { BrokerError } from "../lib/errors.ts";
 import type { Group } from "../lib/group.ts";
 import { checkName } from "../lib/names.ts";
-import type { FeedEvent } from "../lib/subscribers.ts";
+import type { FeedEvent } from "../lib/feed.ts";
 import type { Topic } from "../lib/topic.ts";
 import type { ErrorCode } from "../protocol/error_codes.ts";
 import type { WsServerFrame } from "../protocol/wire.ts";

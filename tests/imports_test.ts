@@ -1,7 +1,7 @@
 /**
  * The import graph of every project module, as `deno info --json` resolves it: no cycles, lib/
- * depends on nothing outside itself, clients/ts/ on nothing but protocol/ and no platform API, and
- * nothing imports the entry point.
+ * depends on nothing outside itself, net/ only on lib/, clients/ts/ on nothing but protocol/ and
+ * no platform API, and nothing imports the entry point.
  */
 
 import { assertEquals } from "./_support/assert.ts";
@@ -103,6 +103,15 @@ Deno.test("lib/ imports only lib/ and protocol/: no routes/, runtime.ts or tests
       : []
   );
   assertEquals(outside, [], "lib/ imports from outside lib/ and protocol/");
+});
+
+Deno.test("net/ imports only net/, lib/ and protocol/: what Ferry dials knows no HTTP routes", () => {
+  const outside = [...graph].flatMap(([from, tos]) =>
+    from.startsWith("net/")
+      ? [...tos].filter((to) => !/^(net|lib|protocol)\//.test(to)).map((to) => `${from} → ${to}`)
+      : []
+  );
+  assertEquals(outside, [], "net/ imports from outside net/, lib/ and protocol/");
 });
 
 Deno.test("protocol/ imports only protocol/, and no Deno or Node API", async () => {

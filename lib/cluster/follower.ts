@@ -7,10 +7,10 @@
  */
 
 import type { Logger } from "../log.ts";
-import { normalise } from "../recovery.ts";
+import { normalise } from "../storage/recovery.ts";
 import type { Topic } from "../topic.ts";
-import { type MetaRecord, RecordType } from "../wal_record.ts";
-import { decodeMessage, frameRecord } from "./stream.ts";
+import { type MetaRecord, RecordType } from "../storage/record.ts";
+import { decodeMessage, frameRecord } from "./replica_stream.ts";
 
 /** What the follower needs of the broker. */
 export interface ReplicaTarget {

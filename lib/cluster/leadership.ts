@@ -8,7 +8,7 @@ import type { Topic } from "../topic.ts";
 import type { Pushers } from "../webhooks/pusher.ts";
 import type { Replicator } from "./replicator.ts";
 import type { ClusterState } from "./state.ts";
-import type { Entry } from "./stream.ts";
+import type { Entry } from "./replica_stream.ts";
 
 /** The parts of the broker a change of role touches. */
 export interface LeadershipHost {

@@ -6,8 +6,8 @@
  * while the node leads.
  */
 
-import type { OpenWal, Wal } from "../wal.ts";
-import { encodeRecord, type WalRecord } from "../wal_record.ts";
+import type { OpenWal, Wal } from "../storage/wal.ts";
+import { encodeRecord, type WalRecord } from "../storage/record.ts";
 import type { Replicator } from "./replicator.ts";
 
 /** Wraps `open` so that every topic's WAL ships through `replicator`. */

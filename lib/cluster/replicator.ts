@@ -15,7 +15,7 @@
 
 import { BrokerError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { encodeMessage, type Entry } from "./stream.ts";
+import { encodeMessage, type Entry } from "./replica_stream.ts";
 
 /** A follower's connection, as the transport (routes/replicate.ts) gives it. */
 export interface ReplicaLink {

@@ -1,6 +1,6 @@
 /**
  * @module This node's place in a cluster: its role, the term, who leads, the peers, and until
- * when its leadership lease holds. The election (cluster/election.ts, on etcd) drives it; the
+ * when its leadership lease holds. The election (lib/cluster/election.ts, on etcd) drives it; the
  * request gate and /healthz, /api/cluster/status and /metrics read it. Time here is monotonic
  * (`performance.now()` by default): a lease must not move with the wall clock.
  */

@@ -15,7 +15,7 @@ import { ackIn } from "../deliveries.ts";
 import type { Group } from "../group.ts";
 import { type Delivery, State } from "../message.ts";
 import { type Topic, webhookGroup } from "../topic.ts";
-import { RecordType } from "../wal_record.ts";
+import { RecordType } from "../storage/record.ts";
 import { hmacKey, signatures } from "./signature.ts";
 import type { Webhook } from "./registry.ts";
 

@@ -9,7 +9,7 @@ import { BrokerError } from "../errors.ts";
 import { checkName } from "../names.ts";
 import type { Topic, WebhookSpec } from "../topic.ts";
 import { uuidv7 } from "../uuid.ts";
-import { RecordType } from "../wal_record.ts";
+import { RecordType } from "../storage/record.ts";
 
 /** Longest webhook URL accepted. */
 export const MAX_WEBHOOK_URL_CHARS = 2048;

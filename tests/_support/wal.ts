@@ -4,8 +4,8 @@
  */
 
 import type { PayloadLocation } from "../../lib/message.ts";
-import type { FileWal, Wal } from "../../lib/wal.ts";
-import type { WalRecord } from "../../lib/wal_record.ts";
+import type { FileWal, Wal } from "../../lib/storage/wal.ts";
+import type { WalRecord } from "../../lib/storage/record.ts";
 
 export class DelegatingWal implements Wal {
   constructor(readonly inner: FileWal) {}

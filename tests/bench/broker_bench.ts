@@ -1,12 +1,12 @@
 /**
  * Micro benchmarks of the broker's hot paths without HTTP: `deno bench -A tests/bench/broker_bench.ts`.
- * Run before and after touching lib/topic.ts, lib/group.ts, lib/wal.ts or lib/wal_record.ts.
+ * Run before and after touching lib/topic.ts, lib/group.ts, lib/storage/wal.ts or lib/storage/record.ts.
  */
 
 import { Broker } from "../../lib/broker.ts";
 import { defaultConfig } from "../../lib/config.ts";
-import { allocPayload } from "../../lib/slab.ts";
-import { encodeRecord, RecordType } from "../../lib/wal_record.ts";
+import { allocPayload } from "../../lib/memory/slab.ts";
+import { encodeRecord, RecordType } from "../../lib/storage/record.ts";
 
 const payload = new Uint8Array(1024).fill(120);
 const memory = await Broker.open(defaultConfig({ dataDir: ":memory:", maxQueue: 1e9 }), {

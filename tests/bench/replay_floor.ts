@@ -5,7 +5,7 @@
  *
  * Two passes over the same files, each reading them whole in 8 MiB chunks:
  * - `checked`: each frame's length and CRC-32, as replay checks them (`checksumOk`);
- * - `decoded`: lib/wal_replay.ts's own replayFile, which also decodes each record (its id and
+ * - `decoded`: lib/storage/replay.ts's own replayFile, which also decodes each record (its id and
  *   strings, a view of its payload), with an apply that only counts.
  *
  * `deno run --allow-read --allow-write tests/bench/replay_floor.ts DIR` prints one JSON line:
@@ -14,8 +14,8 @@
  */
 
 import { Logger } from "../../lib/log.ts";
-import { replayFile } from "../../lib/wal_replay.ts";
-import { checksumOk, FILE_HEADER_BYTES, FRAME_HEADER_BYTES } from "../../lib/wal_record.ts";
+import { replayFile } from "../../lib/storage/replay.ts";
+import { checksumOk, FILE_HEADER_BYTES, FRAME_HEADER_BYTES } from "../../lib/storage/record.ts";
 
 const CHUNK_BYTES = 8 * 1024 * 1024;
 

@@ -5,8 +5,8 @@
  */
 
 import { assert, assertEquals } from "../_support/assert.ts";
-import { decodeRecord, FILE_HEADER_BYTES, FRAME_HEADER_BYTES } from "../../lib/wal_record.ts";
-import { RecordType } from "../../lib/wal_record.ts";
+import { decodeRecord, FILE_HEADER_BYTES, FRAME_HEADER_BYTES } from "../../lib/storage/record.ts";
+import { RecordType } from "../../lib/storage/record.ts";
 import { type ChildBroker, logLines, start, stop, withDataDir } from "../_support/child.ts";
 import { fileSize, walPath } from "../_support/files.ts";
 import { consumeList, json, queues, textOf, tryPublish } from "../_support/http.ts";

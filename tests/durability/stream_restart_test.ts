@@ -10,7 +10,7 @@ import { assert, assertEquals } from "../_support/assert.ts";
 import { call, consumeList, publish } from "../_support/http.ts";
 import { type Restartable, startRestartable } from "../_support/restartable.ts";
 import { openSse, type SseEvent } from "../_support/sse.ts";
-import { Compactor } from "../../lib/compactor.ts";
+import { Compactor } from "../../lib/storage/compactor.ts";
 import { silentLogger } from "../../lib/log.ts";
 
 const text = (e: SseEvent) => JSON.parse(e.data!).payload_text as string;

@@ -18,7 +18,7 @@ import {
   FILE_HEADER_BYTES,
   FRAME_HEADER_BYTES,
   RecordType,
-} from "../../lib/wal_record.ts";
+} from "../../lib/storage/record.ts";
 import {
   type ChildBroker,
   logLines,

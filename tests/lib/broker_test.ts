@@ -5,7 +5,7 @@ const wire = (ms: Handed[]) => ms.map(messageJson);
 import { assert, assertEquals, assertRejects } from "../_support/assert.ts";
 import { Broker } from "../../lib/broker.ts";
 import { type Config, defaultConfig } from "../../lib/config.ts";
-import { publishThroughCompaction } from "./_clock.ts";
+import { publishThroughCompaction } from "./_broker.ts";
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (m: { payload_text?: string }) => m.payload_text;

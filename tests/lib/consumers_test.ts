@@ -4,8 +4,8 @@ import { filterFn, take } from "../../lib/deliveries.ts";
 import type { Group } from "../../lib/group.ts";
 import { StoredMessage } from "../../lib/message.ts";
 import type { Topic } from "../../lib/topic.ts";
-import { RecordType } from "../../lib/wal_record.ts";
-import { bytes, memTopic, put, T0, text } from "./_clock.ts";
+import { RecordType } from "../../lib/storage/record.ts";
+import { bytes, memTopic, put, T0, text } from "./_broker.ts";
 
 /** A consumer that records what it is offered and whether it was closed. */
 function consumer(

@@ -6,11 +6,11 @@ import { defaultConfig, MAX_ATTEMPTS } from "../../lib/config.ts";
 import { deadLetter, dlqName, exhausted, redrive } from "../../lib/dead_letter.ts";
 import { take } from "../../lib/deliveries.ts";
 import { silentLogger } from "../../lib/log.ts";
-import { heldSize } from "../../lib/memory.ts";
-import { FileWal, type Wal, type WalInit } from "../../lib/wal.ts";
-import { RecordType, type WalRecord } from "../../lib/wal_record.ts";
-import { replayFile } from "../../lib/wal_replay.ts";
-import { bytes, openBroker, T0, text, texts } from "./_clock.ts";
+import { heldSize } from "../../lib/memory/budget.ts";
+import { FileWal, type Wal, type WalInit } from "../../lib/storage/wal.ts";
+import { RecordType, type WalRecord } from "../../lib/storage/record.ts";
+import { replayFile } from "../../lib/storage/replay.ts";
+import { bytes, openBroker, T0, text, texts } from "./_broker.ts";
 
 type B = Awaited<ReturnType<typeof openBroker>>["broker"];
 

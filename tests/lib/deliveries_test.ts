@@ -13,7 +13,7 @@ import {
   touch,
 } from "../../lib/deliveries.ts";
 import type { TakeSpec } from "../../lib/group.ts";
-import { bytes, openBroker, T0, text, texts } from "./_clock.ts";
+import { bytes, openBroker, T0, text, texts } from "./_broker.ts";
 
 const lease = (limit: number, visibilityMs = 1_000): TakeSpec => ({
   limit,

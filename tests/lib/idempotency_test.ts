@@ -1,8 +1,8 @@
 import { assertEquals } from "../_support/assert.ts";
 import { IDEMPOTENCY_WINDOW_MS as W } from "../../lib/config.ts";
 import { autoKey, IdempotencyKeys, keySize } from "../../lib/idempotency.ts";
-import { heldSize, MemoryBudget } from "../../lib/memory.ts";
-import { bytes, memTopic, put, T0 } from "./_clock.ts";
+import { heldSize, MemoryBudget } from "../../lib/memory/budget.ts";
+import { bytes, memTopic, put, T0 } from "./_broker.ts";
 
 /** Keys whose every hold() call is recorded. */
 function recorded() {

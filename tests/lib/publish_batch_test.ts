@@ -3,7 +3,7 @@ import { MAX_PAYLOAD_BYTES } from "../../lib/config.ts";
 import type { BrokerError } from "../../lib/errors.ts";
 import { publish } from "../../lib/publish.ts";
 import { publishBatch } from "../../lib/publish_batch.ts";
-import { bytes, openBroker, T0, texts } from "./_clock.ts";
+import { bytes, openBroker, T0, texts } from "./_broker.ts";
 
 Deno.test("publishBatch() stores the items in order, with their own options", async () => {
   const t = await openBroker();

@@ -1,9 +1,9 @@
 import { assertEquals, assertRejects, assertThrows } from "../_support/assert.ts";
 import { IDEMPOTENCY_WINDOW_MS as W, MAX_PAYLOAD_BYTES } from "../../lib/config.ts";
 import type { BrokerError } from "../../lib/errors.ts";
-import { heldSize } from "../../lib/memory.ts";
+import { heldSize } from "../../lib/memory/budget.ts";
 import { broadcast, publish, reserve } from "../../lib/publish.ts";
-import { bytes, openBroker, T0, text, texts } from "./_clock.ts";
+import { bytes, openBroker, T0, text, texts } from "./_broker.ts";
 
 const UUID7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 

@@ -1,6 +1,6 @@
 import { assertEquals } from "../_support/assert.ts";
 import { RATE_INTERVAL_MS, RATE_SAMPLES } from "../../lib/rates.ts";
-import { bytes, openBroker, T0 } from "./_clock.ts";
+import { bytes, openBroker, T0 } from "./_broker.ts";
 
 Deno.test("Rates: a topic's and the totals' events per second over each interval", async () => {
   const t = await openBroker();

@@ -3,9 +3,9 @@ import { silentLogger } from "../../lib/log.ts";
 import { addCounters, oldestAgeSeconds, Stats } from "../../lib/stats.ts";
 import type { Topic } from "../../lib/topic.ts";
 import { zeroCounters } from "../../lib/topic.ts";
-import { FileWal } from "../../lib/wal.ts";
-import { RecordType } from "../../lib/wal_record.ts";
-import { bytes, memTopic, openBroker, put, T0 } from "./_clock.ts";
+import { FileWal } from "../../lib/storage/wal.ts";
+import { RecordType } from "../../lib/storage/record.ts";
+import { bytes, memTopic, openBroker, put, T0 } from "./_broker.ts";
 
 Deno.test("Stats.topicFigures() counts ready, in flight and delayed per group, default first", async () => {
   const t = await openBroker();

@@ -1,18 +1,18 @@
-import { FileWal } from "../../lib/wal.ts";
+import { FileWal } from "../../lib/storage/wal.ts";
 import { silentLogger } from "../../lib/log.ts";
 import { Topic, topicSettings, webhookGroup } from "../../lib/topic.ts";
 import { assert, assertEquals } from "../_support/assert.ts";
 import { IDEMPOTENCY_WINDOW_MS as W } from "../../lib/config.ts";
 import { keySize } from "../../lib/idempotency.ts";
-import { heldSize, MemoryBudget } from "../../lib/memory.ts";
-import { MemoryWal } from "../../lib/wal.ts";
+import { heldSize, MemoryBudget } from "../../lib/memory/budget.ts";
+import { MemoryWal } from "../../lib/storage/wal.ts";
 import {
   decodeRecord,
   FRAME_HEADER_BYTES,
   RecordType,
   type WalRecord,
-} from "../../lib/wal_record.ts";
-import { memTopic, publishRecord, put, T0 } from "./_clock.ts";
+} from "../../lib/storage/record.ts";
+import { memTopic, publishRecord, put, T0 } from "./_broker.ts";
 
 /** A MemoryWal that keeps every record appended to it. */
 class RecordingWal extends MemoryWal {

@@ -6,7 +6,7 @@
  */
 
 import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
-import { MESSAGE_OVERHEAD_BYTES } from "../../lib/memory.ts";
+import { MESSAGE_OVERHEAD_BYTES } from "../../lib/memory/budget.ts";
 import { assertProblem, consume, publish, rawRequest } from "../_support/http.ts";
 import { withBroker } from "../_support/server.ts";
 

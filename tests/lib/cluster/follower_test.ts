@@ -11,9 +11,9 @@ import { Replicator, type Session } from "../../../lib/cluster/replicator.ts";
 import { ClusterState } from "../../../lib/cluster/state.ts";
 import { defaultConfig } from "../../../lib/config.ts";
 import { Logger } from "../../../lib/log.ts";
-import { defaultOpenWal, MemoryWal } from "../../../lib/wal.ts";
-import type { WalRecord } from "../../../lib/wal_record.ts";
-import { bytes, T0, texts } from "../_clock.ts";
+import { defaultOpenWal, MemoryWal } from "../../../lib/storage/wal.ts";
+import type { WalRecord } from "../../../lib/storage/record.ts";
+import { bytes, T0, texts } from "../_broker.ts";
 
 const quiet = new Logger("error", () => {});
 const config = defaultConfig({ dataDir: ":memory:" });

@@ -5,7 +5,7 @@
 
 import { assert, assertEquals, assertRejects } from "../../_support/assert.ts";
 import { type ReplicaLink, Replicator } from "../../../lib/cluster/replicator.ts";
-import { decodeMessage, type Entry } from "../../../lib/cluster/stream.ts";
+import { decodeMessage, type Entry } from "../../../lib/cluster/replica_stream.ts";
 import { Logger } from "../../../lib/log.ts";
 
 /** A link that keeps what it is sent. */
