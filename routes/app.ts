@@ -12,14 +12,7 @@ import { takesQueryKey } from "./auth.ts";
 import { cancelStalledReads } from "./body.ts";
 import { problem, Query } from "./http.ts";
 import { Metrics } from "./metrics.ts";
-import {
-  type AfterHook,
-  type BeforeHook,
-  type Ctx,
-  DRAIN_EXEMPT,
-  type Route,
-  Router,
-} from "./router.ts";
+import { type AfterHook, type BeforeHook, type Ctx, type Route, Router } from "./router.ts";
 import { publishRoutes } from "./publish.ts";
 import { publishBatchRoutes } from "./publish_batch.ts";
 import { consumeRoutes } from "./consume.ts";
@@ -92,7 +85,8 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
     try {
       const target = requestTarget(req);
       path = target.path;
-      if (broker.draining && path !== DRAIN_EXEMPT) {
+      const m = router.match(req.method, path);
+      if (broker.draining && !(m && "route" in m && m.route.whileDraining)) {
         throw new BrokerError(
           "draining",
           broker.cluster
@@ -100,7 +94,6 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
             : "The broker is draining (stopping); retry once it has restarted",
         );
       }
-      const m = router.match(req.method, path);
       if (!m) {
         throw new BrokerError("not_found", `No route for ${req.method} ${shown(path)}`);
       }

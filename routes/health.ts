@@ -54,6 +54,14 @@ const DRAIN_DOC: RouteDoc = {
 };
 
 export const healthRoutes: Route[] = [
-  { method: "GET", pattern: "/healthz", scope: "public", handler: healthz, doc: HEALTH_DOC },
+  {
+    method: "GET",
+    pattern: "/healthz",
+    scope: "public",
+    handler: healthz,
+    doc: HEALTH_DOC,
+    cluster: "always",
+    whileDraining: true,
+  },
   { method: "POST", pattern: "/api/drain", scope: "admin", handler: drain, doc: DRAIN_DOC },
 ];

@@ -14,7 +14,6 @@ import {
   SCHEMAS,
 } from "../protocol/schemas.ts";
 import { takesQueryKey } from "./auth.ts";
-import { LOCAL, WHILE_ELECTING } from "./cluster.ts";
 import { statusOf, titleOf } from "./http.ts";
 import {
   type Answer,
@@ -24,7 +23,7 @@ import {
   type Schema,
   TAGS,
 } from "./route_doc.ts";
-import { DRAIN_EXEMPT, type Route } from "./router.ts";
+import type { Route } from "./router.ts";
 import { OUTBOUND_WEBHOOK } from "./webhooks.ts";
 
 type Json = Record<string, unknown>;
@@ -116,8 +115,8 @@ export function problemCodes(route: Route): ErrorCode[] {
   if (hasName(doc?.params) || (doc?.body?.kind === "json" && hasName(doc.body.schema))) {
     codes.add("invalid_name");
   }
-  if (route.pattern !== DRAIN_EXEMPT) codes.add("draining");
-  if (!WHILE_ELECTING.has(route.pattern)) codes.add("electing");
+  if (!route.whileDraining) codes.add("draining");
+  if (route.cluster !== "always") codes.add("electing");
   if (route.scope !== "public") {
     codes.add("unauthorized");
     codes.add("forbidden");
@@ -196,7 +195,7 @@ function operation(route: Route, doc: RouteDoc, schemas: Json): Json {
   }));
   const responses: Json = {};
   for (const [status, a] of Object.entries(doc.ok)) responses[status] = answer(a);
-  if (!LOCAL.has(route.pattern)) responses["307"] = REDIRECT;
+  if (route.cluster !== "local" && route.cluster !== "always") responses["307"] = REDIRECT;
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of problemCodes(route)) {
     const s = statusOf(code);

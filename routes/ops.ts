@@ -135,12 +135,27 @@ const CLUSTER_STATUS_DOC: RouteDoc = {
 };
 
 export const opsRoutes: Route[] = [
-  { method: "GET", pattern: "/metrics", scope: "admin", handler: metrics, doc: METRICS_DOC },
-  { method: "GET", pattern: "/api/stats", scope: "admin", handler: stats, doc: STATS_DOC },
+  {
+    method: "GET",
+    pattern: "/metrics",
+    scope: "admin",
+    handler: metrics,
+    doc: METRICS_DOC,
+    cluster: "always",
+  },
+  {
+    method: "GET",
+    pattern: "/api/stats",
+    scope: "admin",
+    handler: stats,
+    doc: STATS_DOC,
+    cluster: "local",
+  },
   { method: "GET", pattern: "/api/rates", scope: "admin", handler: rates, doc: RATES_DOC },
   {
     method: "GET",
     pattern: "/api/cluster/status",
+    cluster: "always",
     scope: "admin",
     handler: clusterStatus,
     doc: CLUSTER_STATUS_DOC,

@@ -178,6 +178,7 @@ export const referenceRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/openapi.json",
+    cluster: "always",
     scope: "public",
     doc: OPENAPI_DOC,
     async handler(req, ctx) {
@@ -194,6 +195,7 @@ export const referenceRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/asyncapi.json",
+    cluster: "always",
     scope: "public",
     doc: ASYNCAPI_DOC,
     async handler(req, ctx) {
@@ -208,6 +210,7 @@ export const referenceRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/docs",
+    cluster: "always",
     scope: "public",
     doc: DOCS_DOC,
     handler: () =>
@@ -218,6 +221,7 @@ export const referenceRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/docs/:file",
+    cluster: "always",
     scope: "public",
     doc: FILE_DOC,
     async handler(req, ctx) {

@@ -82,6 +82,7 @@ export const replicateRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/cluster/replicate",
+    cluster: "local", // it answers for itself whether it leads
     scope: "admin",
     handler: replicate,
     doc: REPLICATE_DOC,

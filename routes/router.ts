@@ -30,9 +30,6 @@ export interface Ctx {
   routes: readonly Route[];
 }
 
-/** The one path a draining broker still serves (its health says it is draining). */
-export const DRAIN_EXEMPT = "/healthz";
-
 export type Handler = (req: Request, ctx: Ctx) => Response | Promise<Response>;
 
 /** One row of the route table. */
@@ -45,6 +42,14 @@ export interface Route {
   mutates?: true;
   /** What GET /openapi.json says of the route; tests/routes/openapi_test.ts wants every route to have it. */
   doc?: RouteDoc;
+  /**
+   * Who answers it in a cluster: `leader` (the default) is sent to the leader with a 307, and
+   * answered 503 `electing` while none is known; `local` is answered by every node from its own
+   * copy, but not while electing; `always` by every node, even while electing.
+   */
+  cluster?: "leader" | "local" | "always";
+  /** Answered while the broker drains (GET /healthz, so a load balancer sees the drain). */
+  whileDraining?: true;
 }
 
 /** Runs before a matched route; a returned Response answers instead (401, 403). */

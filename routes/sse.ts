@@ -190,6 +190,7 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
     {
       method: "GET",
       pattern: "/stream/:topic",
+      cluster: "local",
       scope: "consume",
       handler: stream,
       doc: STREAM_DOC,

@@ -172,7 +172,14 @@ export function staticRoutes(dir: URL = STATIC_DIR): Route[] {
   }
 
   // `/dashboard` and `/dashboard/` match with `file` empty: the page itself.
-  return [{ method: "GET", pattern: "/dashboard/:file", scope: "public", handler: file, doc: DOC }];
+  return [{
+    method: "GET",
+    pattern: "/dashboard/:file",
+    scope: "public",
+    handler: file,
+    doc: DOC,
+    cluster: "always", // public files, the same on every node
+  }];
 }
 
 const DOC: RouteDoc = {
