@@ -1,8 +1,8 @@
 /**
  * @module The consumers waiting on groups, and the one hand-off that serves them. A consumer
  * holds credits (NSQ's RDY count): how many more deliveries it takes now. A long-poll is a
- * one-shot consumer with `limit` credits and a deadline; a push consumer (a webhook pusher, a
- * consuming WebSocket) holds N credits that it refills as it acks. Publish, requeue, a lease
+ * one-shot consumer with `limit` credits and a deadline; a push consumer (lib/push.ts: a webhook
+ * pusher, a consuming WebSocket) stays, its credits its limit minus the leases it holds. Publish, requeue, a lease
  * that ends, a delay that comes due and redrive all hand messages out through `deliver()`.
  * Broadcast is an offer to the consumers waiting at that instant: nothing is leased.
  */
@@ -29,8 +29,11 @@ export interface Consumer {
   readonly visibilityMs: number;
   /** Looks without leasing. */
   readonly peek: boolean;
-  /** How many more deliveries it takes now; 0 parks it until `grant()`. */
-  credits: number;
+  /**
+   * How many more deliveries it takes now; 0 parks it until it is served again. The consumer
+   * keeps the count (lib/push.ts): the pipeline only reads it.
+   */
+  readonly credits: number;
   /** When it stops waiting (Infinity: until it leaves). */
   readonly deadline: number;
   /** A one-shot consumer (a long-poll) leaves after its first offer. */
@@ -106,12 +109,6 @@ export class Consumers {
     return () => this.#remove(w);
   }
 
-  /** Gives a consumer more credits and serves it. */
-  grant(topic: Topic, consumer: Consumer, credits: number, now: number): void {
-    consumer.credits += credits;
-    this.deliver(topic, consumer.group, now);
-  }
-
   /**
    * Parks a long-poll until something is handed to it, `deadline` passes (empty answer) or
    * `signal` aborts (it leaves the queue).
@@ -171,14 +168,8 @@ export class Consumers {
         const taken = this.take(topic, g, spec, now, MAX_ANSWER_PAYLOAD_BYTES);
         if (!taken.length) continue;
         served = true;
-        if (c.once) {
-          list.splice(i--, 1)[0]!.left = true;
-          c.credits = 0;
-        } else if (c.peek) {
-          (peeked ??= new Set()).add(c);
-        } else {
-          c.credits -= taken.length;
-        }
+        if (c.once) list.splice(i--, 1)[0]!.left = true;
+        else if (c.peek) (peeked ??= new Set()).add(c);
         c.offer(taken, false);
       }
     }

@@ -7,7 +7,8 @@
  */
 
 import type { Broker, Handed } from "../lib/broker.ts";
-import type { Consumer, Offered } from "../lib/consumers.ts";
+import type { Offered } from "../lib/consumers.ts";
+import { PushConsumer } from "../lib/push.ts";
 import { BrokerError } from "../lib/errors.ts";
 import type { Group } from "../lib/group.ts";
 import { checkName } from "../lib/names.ts";
@@ -345,91 +346,48 @@ function where(topic: string, group: string): string {
 }
 
 /**
- * A consuming subscription: a push consumer on one group. Its credits are `prefetch` minus the
- * deliveries it holds: one comes back on an ack or a requeue, and also when a lease ends unacked
- * (the broker's sweep then serves it again), so a client that drops deliveries never starves.
+ * A consuming subscription: a push consumer (lib/push.ts) on one group with `prefetch` as its
+ * limit. A delivery the socket cannot take stops it: the socket is dropped as fallen behind.
  */
-class Consuming implements Consumer {
-  readonly filter: Consumer["filter"] = undefined;
-  readonly peek = false;
-  readonly deadline = Infinity;
-  readonly once = false;
-  /** Deliveries handed over and not acked or requeued: id → when the lease ends. */
-  readonly #held = new Map<string, number>();
-  /** No lease in #held ends before this, so counting credits rarely walks it. */
-  #nextEnd = Infinity;
-  #remove: (() => void) | undefined;
-
+class Consuming extends PushConsumer {
   constructor(
     private readonly session: Session,
-    readonly topic: Topic,
-    readonly group: Group,
+    topic: Topic,
+    group: Group,
     readonly prefetch: number,
-    readonly visibilityMs: number,
-  ) {}
-
-  get credits(): number {
-    const now = this.session.broker.now();
-    if (now >= this.#nextEnd) {
-      this.#nextEnd = Infinity;
-      for (const [id, end] of this.#held) {
-        if (end <= now) this.#held.delete(id);
-        else this.#nextEnd = Math.min(this.#nextEnd, end);
-      }
-    }
-    return this.prefetch - this.#held.size;
+    visibilityMs: number,
+  ) {
+    super(session.broker.consumers, topic, group, visibilityMs, () => session.broker.now());
   }
 
-  set credits(_: number) {
-    // Derived from what is held: Consumers' arithmetic on it has nothing to change.
+  protected get limit(): number {
+    return this.prefetch;
   }
 
-  start(now: number): void {
-    this.#remove = this.session.broker.consumers.add(this.topic, this, now);
-  }
-
-  stop(): void {
-    this.#remove?.();
-    this.#remove = undefined;
-  }
-
-  /** Gives back the credit of `id` (acked or requeued). */
-  settle(id: string): void {
-    this.#held.delete(id);
-  }
-
-  /** Hands over what is ready, up to the credits (`settle` gave the credit back already). */
-  serve(now: number): void {
-    if (this.#remove) this.session.broker.consumers.grant(this.topic, this, 1, now);
-  }
-
-  offer(items: Offered[], ephemeral: boolean): void {
-    const end = this.session.broker.now() + this.visibilityMs;
+  protected send({ msg, retryCount, reason }: Offered, ephemeral: boolean): boolean {
     const name = this.topic.name;
-    const group = this.group.name;
-    for (const { msg, retryCount, reason } of items) {
-      const h = { topic: name, msg, retryCount, reason, group: group || (msg.origin ?? "") };
-      if (!ephemeral) {
-        this.#held.set(msg.id, end);
-        this.#nextEnd = Math.min(this.#nextEnd, end);
-      }
-      try {
-        // Leased deliveries are bounded by the credits; a broadcast like a spy's message.
-        if (!this.session.deliver(name, h, ephemeral)) {
-          const reason = `fell behind: ${this.session.socket.bufferedAmount} bytes wait to be sent`;
-          // Not while Consumers walks its list of consumers: after it.
-          queueMicrotask(() => this.session.dropConsumer(this, reason));
-          return;
-        }
-      } catch (e) {
-        // This runs inside a publish or a sweep: a delivery that cannot be sent waits for its lease.
-        this.session.broker.log.error("websocket delivery failed", { topic: name, error: e });
-      }
+    const h = {
+      topic: name,
+      msg,
+      retryCount,
+      reason,
+      group: this.group.name || (msg.origin ?? ""),
+    };
+    try {
+      // Leased deliveries are bounded by the credits; a broadcast like a spy's message.
+      if (this.session.deliver(name, h, ephemeral)) return true;
+      const why = `fell behind: ${this.session.socket.bufferedAmount} bytes wait to be sent`;
+      // Not while Consumers walks its list of consumers: after it.
+      queueMicrotask(() => this.session.dropConsumer(this, why));
+      return false;
+    } catch (e) {
+      // This runs inside a publish or a sweep: a delivery that cannot be sent waits for its lease.
+      this.session.broker.log.error("websocket delivery failed", { topic: name, error: e });
+      return true;
     }
   }
 
-  close(): void {
-    this.#remove = undefined;
+  protected override closed(): void {
     this.session.consumerClosed(this);
   }
 }

@@ -8,12 +8,13 @@
  * POST gives its credit back, so a slow or dead endpoint holds only its own credits.
  */
 
-import type { Consumer, Consumers, Offered } from "../consumers.ts";
+import type { Offered } from "../consumers.ts";
 import type { BrokerContext } from "../context.ts";
 import { deadLetter, dlqName } from "../dead_letter.ts";
 import { ackIn } from "../deliveries.ts";
 import type { Group } from "../group.ts";
 import { type Delivery, State } from "../message.ts";
+import { PushConsumer, type PushPipeline } from "../push.ts";
 import { type Topic, webhookGroup } from "../topic.ts";
 import { RecordType } from "../storage/record.ts";
 import { hmacKey, signatures } from "./signature.ts";
@@ -66,14 +67,8 @@ export interface PushSettings {
   onPost?: (topic: string, seconds: number) => void;
 }
 
-/** One webhook's pusher. */
-class Pusher implements Consumer {
-  readonly filter = undefined;
-  readonly visibilityMs = WEBHOOK_LEASE_MS;
-  readonly peek = false;
-  readonly deadline = Infinity;
-  readonly once = false;
-  credits: number;
+/** One webhook's pusher: a push consumer whose limit is the concurrency, 0 while paused. */
+class Pusher extends PushConsumer {
   readonly attempts: Attempt[] = [];
   stopped = false;
   /** Failed POSTs since the last success. */
@@ -81,23 +76,30 @@ class Pusher implements Consumer {
   /** While paused: when the next probe (one POST) goes, and the wait after a failed one. */
   probeAt: number | undefined;
   probeWaitMs = PROBE_FIRST_MS;
-  remove: () => void = () => {};
+  /** POSTs a due probe may still send: 1 from `probe()` until it is sent. */
+  #probes = 0;
   readonly #key: Promise<CryptoKey> | undefined;
 
   constructor(
     readonly hook: Webhook,
-    readonly group: Group,
+    group: Group,
     private readonly owner: Pushers,
   ) {
-    this.credits = owner.settings.concurrency;
+    super(owner.consumers, hook.topic, group, WEBHOOK_LEASE_MS, () => owner.ctx.now());
     this.#key = hook.secret ? hmacKey(hook.secret) : undefined;
   }
 
-  offer(items: Offered[], ephemeral: boolean): void {
-    for (const item of items) void this.#attempt(item, ephemeral);
+  protected get limit(): number {
+    return this.probeAt === undefined ? this.owner.settings.concurrency : this.held + this.#probes;
   }
 
-  close(): void {
+  protected send(item: Offered, ephemeral: boolean): boolean {
+    if (!ephemeral && this.#probes > 0) this.#probes--;
+    void this.#attempt(item, ephemeral);
+    return true;
+  }
+
+  protected override closed(): void {
     this.stopped = true;
   }
 
@@ -136,6 +138,7 @@ class Pusher implements Consumer {
     const latencyMs = Math.round(took * 10) / 10;
     this.owner.settings.onPost?.(this.hook.topic.name, took / 1000);
     const status = "status" in result ? result.status : null;
+    if (!ephemeral) this.settle(item.msg.id);
     const outcome = ephemeral ? "broadcast" : this.#settle(d, lease, result);
     this.attempts.unshift({
       at: this.owner.ctx.now(),
@@ -179,7 +182,7 @@ class Pusher implements Consumer {
         this.#pause(now, reason, false);
       }
     }
-    if (this.probeAt === undefined) this.owner.consumers.grant(topic, this, 1, now);
+    if (this.probeAt === undefined) this.serve(now);
     return outcome;
   }
 
@@ -194,7 +197,6 @@ class Pusher implements Consumer {
         reason,
       });
     }
-    this.credits = 0;
     this.probeAt = now + this.probeWaitMs;
     this.owner.ctx.wake(this.probeAt);
   }
@@ -204,14 +206,15 @@ class Pusher implements Consumer {
     this.owner.ctx.log.info("webhook resumed", { id: this.hook.id, topic: this.hook.topic.name });
     this.probeAt = undefined;
     this.probeWaitMs = PROBE_FIRST_MS;
-    this.owner.consumers.grant(this.hook.topic, this, this.owner.settings.concurrency, now);
+    this.serve(now);
   }
 
   /** A paused webhook whose probe is due gets one credit: one POST. */
   probe(now: number): void {
     if (this.probeAt === undefined || now < this.probeAt || this.stopped) return;
     this.probeAt = Infinity; // until the probe's answer decides
-    this.owner.consumers.grant(this.hook.topic, this, 1, now);
+    this.#probes = 1;
+    this.serve(now);
   }
 
   /** Whether it is paused (probing only). */
@@ -251,7 +254,7 @@ export class Pushers {
 
   constructor(
     readonly ctx: BrokerContext,
-    readonly consumers: Consumers,
+    readonly consumers: PushPipeline,
     readonly send: WebhookSend,
     readonly settings: PushSettings,
     /** Removes a webhook whose endpoint answered 410 Gone. */
@@ -269,7 +272,7 @@ export class Pushers {
       if (!group) continue;
       const p = new Pusher({ ...spec, topic }, group, this);
       this.#byId.set(spec.id, p);
-      p.remove = this.consumers.add(topic, p, this.ctx.now());
+      p.start(this.ctx.now());
     }
   }
 
@@ -310,7 +313,7 @@ export class Pushers {
 
   #stop(p: Pusher): void {
     p.stopped = true;
-    p.remove();
+    p.stop();
     this.#byId.delete(p.hook.id);
   }
 }

@@ -7,30 +7,42 @@ import type { Topic } from "../../lib/topic.ts";
 import { RecordType } from "../../lib/storage/record.ts";
 import { bytes, memTopic, put, T0, text } from "./_broker.ts";
 
-/** A consumer that records what it is offered and whether it was closed. */
+/**
+ * A consumer that records what it is offered and whether it was closed. It keeps its own credits
+ * as a push consumer does: a leased delivery spends one, `give()` hands one back.
+ */
 function consumer(
   group: Group,
   opts: Partial<Pick<Consumer, "credits" | "once" | "peek" | "filter" | "deadline">> = {},
 ) {
   const offers: { ids: string[]; ephemeral: boolean }[] = [];
   let closed = 0;
+  let credits = opts.credits ?? 1;
+  const peek = opts.peek ?? false;
   const c: Consumer = {
     group,
     filter: opts.filter,
     visibilityMs: 1_000,
-    peek: opts.peek ?? false,
-    credits: opts.credits ?? 1,
+    peek,
+    get credits() {
+      return credits;
+    },
     deadline: opts.deadline ?? Infinity,
     once: opts.once ?? false,
     offer: (items, ephemeral) => {
       if (offers.length > 100) throw new Error("offered again and again");
       offers.push({ ids: items.map((d) => d.msg.id), ephemeral });
+      if (!ephemeral && !peek) credits -= items.length;
     },
     close: () => closed++,
   };
   return {
     c,
     offers,
+    /** Gives back `n` credits (an ack). */
+    give(n = 1) {
+      credits += n;
+    },
     /** Every id offered, in order. */
     get ids() {
       return offers.flatMap((o) => o.ids);
@@ -78,8 +90,9 @@ Deno.test("Consumers.deliver() serves waiting consumers in arrival order by thei
   assertEquals(a.ids, ["m1"]);
   assertEquals(b.ids, ["m2", "m3"]);
   assertEquals([a.c.credits, b.c.credits, g.readyCount], [0, 0, 1], "m4 waits for a credit");
-  // A credit given back (an ack) serves the consumer that has it.
-  consumers.grant(topic, b.c, 1, T0);
+  // A credit given back (an ack) serves the consumer that has it at the next deliver().
+  b.give();
+  consumers.deliver(topic, g, T0);
   assertEquals(b.ids, ["m2", "m3", "m4"]);
   assertEquals(a.ids, ["m1"]);
   assertEquals(consumers.count(topic), 2);
@@ -98,7 +111,6 @@ Deno.test("Consumers.deliver() lets a one-shot consumer go after its first offer
   await put(topic, "m2", "b");
   consumers.deliver(topic, g, T0);
   assertEquals(once.offers, [{ ids: ["m1"], ephemeral: false }]);
-  assertEquals(once.c.credits, 0);
   assertEquals(stays.ids, ["m2"]);
   assertEquals(stays.c.credits, 4);
   assertEquals([consumers.count(topic), once.closed], [1, 0], "served, so never closed");

@@ -1,0 +1,105 @@
+/**
+ * @module A push consumer: one that stays on a group and is handed deliveries as it has room
+ * (NSQ's RDY count), where a long-poll takes once and leaves. It holds a lease on each delivery
+ * it was handed until it settles it (ack, requeue) or the lease ends; its credits are its limit
+ * minus what it holds, so a consumer that drops deliveries never starves, and nothing outside it
+ * does arithmetic on its credits. Webhook pushers and consuming WebSockets are push consumers;
+ * each says how it sends one delivery and what its limit is now.
+ */
+
+import type { Consumer, Consumers, Offered } from "./consumers.ts";
+import type { Group } from "./group.ts";
+import type { Topic } from "./topic.ts";
+
+/** What a push consumer needs of the delivery pipeline. */
+export type PushPipeline = Pick<Consumers, "add" | "deliver">;
+
+export abstract class PushConsumer implements Consumer {
+  readonly filter: Consumer["filter"] = undefined;
+  readonly peek = false;
+  readonly deadline = Infinity;
+  readonly once = false;
+  /** Deliveries handed over and not settled: id → when the lease ends. */
+  readonly #held = new Map<string, number>();
+  /** No lease in #held ends before this, so counting credits rarely walks it. */
+  #nextEnd = Infinity;
+  #remove: (() => void) | undefined;
+
+  constructor(
+    readonly pipeline: PushPipeline,
+    readonly topic: Topic,
+    readonly group: Group,
+    readonly visibilityMs: number,
+    readonly clock: () => number,
+  ) {}
+
+  /** Most deliveries it may hold now. */
+  protected abstract get limit(): number;
+
+  /**
+   * Sends one delivery (`ephemeral`: a broadcast, which holds no lease). False when the
+   * transport can take no more: the rest of this offer is not sent (their leases end).
+   */
+  protected abstract send(item: Offered, ephemeral: boolean): boolean;
+
+  /** Told once when the pipeline removes it unserved (the topic deleted, the broker draining). */
+  protected closed(): void {}
+
+  get credits(): number {
+    const now = this.clock();
+    if (now >= this.#nextEnd) {
+      this.#nextEnd = Infinity;
+      for (const [id, end] of this.#held) {
+        if (end <= now) this.#held.delete(id);
+        else this.#nextEnd = Math.min(this.#nextEnd, end);
+      }
+    }
+    return Math.max(0, this.limit - this.#held.size);
+  }
+
+  /** Deliveries it holds, leases ended or not. */
+  get held(): number {
+    return this.#held.size;
+  }
+
+  /** Whether it is in the pipeline. */
+  get started(): boolean {
+    return this.#remove !== undefined;
+  }
+
+  /** Joins the pipeline; it is handed what is ready at once. */
+  start(now: number): void {
+    this.#remove ??= this.pipeline.add(this.topic, this, now);
+  }
+
+  /** Leaves the pipeline; what it holds comes back when the leases end. */
+  stop(): void {
+    this.#remove?.();
+    this.#remove = undefined;
+  }
+
+  /** Gives back the credit of `id` (acked, requeued, or its send finished). */
+  settle(id: string): void {
+    this.#held.delete(id);
+  }
+
+  /** Hands over what is ready, up to the credits. */
+  serve(now: number): void {
+    if (this.#remove) this.pipeline.deliver(this.topic, this.group, now);
+  }
+
+  offer(items: Offered[], ephemeral: boolean): void {
+    if (!ephemeral) {
+      // Every item is leased to this consumer now, sent or not.
+      const end = this.clock() + this.visibilityMs;
+      for (const item of items) this.#held.set(item.msg.id, end);
+      if (items.length) this.#nextEnd = Math.min(this.#nextEnd, end);
+    }
+    for (const item of items) if (!this.send(item, ephemeral)) return;
+  }
+
+  close(): void {
+    this.#remove = undefined;
+    this.closed();
+  }
+}
