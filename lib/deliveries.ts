@@ -40,6 +40,26 @@ export interface Handed {
   group: string;
 }
 
+/**
+ * A message as a consumer is handed it: for a named group, that group; for the default group,
+ * where a dead letter came from (`origin`, "" for none). Every consume, peek, stream and socket
+ * builds its deliveries here.
+ */
+export function handed(
+  topic: string,
+  item: Pick<Handed, "msg" | "retryCount" | "reason">,
+  group: string,
+  origin: string | undefined,
+): Handed {
+  const { msg, retryCount, reason } = item;
+  return { topic, msg, retryCount, reason, group: group || (origin ?? "") };
+}
+
+/** A broadcast message as an item to hand: never retried, no reason. */
+export function broadcastItem(msg: StoredMessage): Pick<Handed, "msg" | "retryCount" | "reason"> {
+  return { msg, retryCount: 0, reason: undefined };
+}
+
 /** A filter predicate over payloads (docs/api/consume.md). */
 export function filterFn(key: string, value: string | undefined): (p: Uint8Array) => boolean {
   return (p) => matchesFilter(p, key, value);
@@ -118,13 +138,7 @@ export async function consume<T>(
   const leased = items.length > 0 && !spec.peek && !ephemeral;
   let answer: T;
   try {
-    answer = handOver(items.map((d) => ({
-      topic: name,
-      msg: d.msg,
-      retryCount: d.retryCount,
-      reason: d.reason,
-      group: groupName || (d.msg.origin ?? ""),
-    })));
+    answer = handOver(items.map((d) => handed(name, d, groupName, d.msg.origin)));
   } catch (e) {
     if (leased && ctx.findTopic(name) === topic) {
       g.unlease(items as Delivery[]);
@@ -146,13 +160,7 @@ export function peek(ctx: BrokerContext, name: string, limit = MAX_PEEK): Handed
   if (!topic) return [];
   const spec = { limit: Math.min(limit, MAX_PEEK), filter: undefined, peek: true, visibilityMs: 0 };
   return take(topic, topic.defaultGroup, spec, ctx.now())
-    .map((d) => ({
-      topic: name,
-      msg: d.msg,
-      retryCount: d.retryCount,
-      reason: d.reason,
-      group: d.msg.origin ?? "",
-    }));
+    .map((d) => handed(name, d, "", d.msg.origin));
 }
 
 /** Acks ids for a group; returns which were held, once the ack is durable. */

@@ -10,7 +10,7 @@
  */
 
 import { concat } from "../lib/bytes.ts";
-import { filterFn } from "../lib/deliveries.ts";
+import { broadcastItem, filterFn, handed } from "../lib/deliveries.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
 import type { FeedEvent } from "../lib/feed.ts";
@@ -58,13 +58,9 @@ function encoded(e: FeedEvent & { kind: "message" | "broadcast" }): Uint8Array {
   let bytes = built.get(e);
   if (!bytes) {
     const stored = e.kind === "message";
-    const data = messageText({
-      topic: e.topic,
-      msg: e.msg,
-      retryCount: stored ? e.retryCount : 0,
-      reason: stored ? e.reason : undefined,
-      group: stored ? e.origin ?? "" : "",
-    });
+    const data = messageText(
+      stored ? handed(e.topic, e, "", e.origin) : handed(e.topic, broadcastItem(e.msg), "", ""),
+    );
     built.set(e, bytes = event({ id: stored ? e.seq : undefined, data }));
   }
   return bytes;

@@ -8,6 +8,7 @@
 
 import type { Broker, Handed } from "../lib/broker.ts";
 import type { Offered } from "../lib/consumers.ts";
+import { broadcastItem, handed } from "../lib/deliveries.ts";
 import { PushConsumer } from "../lib/push.ts";
 import { BrokerError } from "../lib/errors.ts";
 import type { Group } from "../lib/group.ts";
@@ -224,12 +225,11 @@ class Session {
     switch (e.kind) {
       case "message": {
         // A dead letter's `group` names the group it failed in.
-        const { topic, msg, retryCount, reason } = e;
-        h = { topic, msg, retryCount, reason, group: e.origin ?? "" };
+        h = handed(e.topic, e, "", e.origin);
         break;
       }
       case "broadcast":
-        h = { topic: e.topic, msg: e.msg, retryCount: 0, reason: undefined, group: "" };
+        h = handed(e.topic, broadcastItem(e.msg), "", "");
         break;
       case "gap":
         return; // only a resume (afterSeq) hears one, and sockets do not resume
@@ -364,15 +364,9 @@ class Consuming extends PushConsumer {
     return this.prefetch;
   }
 
-  protected send({ msg, retryCount, reason }: Offered, ephemeral: boolean): boolean {
+  protected send(item: Offered, ephemeral: boolean): boolean {
     const name = this.topic.name;
-    const h = {
-      topic: name,
-      msg,
-      retryCount,
-      reason,
-      group: this.group.name || (msg.origin ?? ""),
-    };
+    const h = handed(name, item, this.group.name, item.msg.origin);
     try {
       // Leased deliveries are bounded by the credits; a broadcast like a spy's message.
       if (this.session.deliver(name, h, ephemeral)) return true;
