@@ -193,7 +193,7 @@ export class Consumers {
       if (!list) continue;
       for (let i = 0; i < list.length; i++) {
         const c = list[i]!.consumer;
-        if (c.filter && !c.filter(msg.payload)) continue;
+        if (c.filter && !c.filter(msg.readPayload())) continue;
         if (c.once) list.splice(i--, 1)[0]!.left = true;
         c.offer([item], true);
         n++;

@@ -139,7 +139,7 @@ export class Group {
           q.removeAt(i);
           continue;
         }
-        if (filter && !filter(d.msg.payload)) {
+        if (filter && !filter(d.msg.readPayload())) {
           i++;
           continue;
         }

@@ -241,11 +241,12 @@ export class StoredMessage {
 
   /**
    * The payload bytes (keep them in a local; do not write to them): a fresh view of the shared
-   * slab, or, for a payload on disk, a positioned read of its WAL file, or a view of the stretch
-   * prefetchPayloads read, which the next prefetch of that file overwrites: use them before the
-   * next await, and take payloadToKeep for anything kept longer.
+   * slab, or, for a payload on disk, a synchronous positioned read of its WAL file, or a view of
+   * the stretch prefetchPayloads read, which the next prefetch of that file overwrites: use them
+   * before the next await, and take payloadToKeep for anything kept longer. A method, not a
+   * getter, so that the file read shows where it happens.
    */
-  get payload(): Uint8Array {
+  readPayload(): Uint8Array {
     if (!this.#buffer) return this.#file!.read(this.#fileOffset, this.#length);
     return new Uint8Array(this.#buffer, this.#offset, this.#length);
   }
@@ -256,7 +257,7 @@ export class StoredMessage {
    */
   get payloadToKeep(): Uint8Array {
     if (!this.#buffer) return this.#file!.read(this.#fileOffset, this.#length, true);
-    return this.payload;
+    return this.readPayload();
   }
 }
 

@@ -691,7 +691,7 @@ export class Topic {
       headers: msg.headers,
       deliveries,
       dueAt: 0,
-      payload: msg.payload,
+      payload: msg.readPayload(),
     });
   }
 }

@@ -121,7 +121,7 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
           switch (e.kind) {
             case "message":
             case "broadcast": {
-              if (filter && !filter(e.msg.payload)) return;
+              if (filter && !filter(e.msg.readPayload())) return;
               let bytes: Uint8Array;
               try {
                 bytes = encoded(e);

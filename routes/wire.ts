@@ -48,7 +48,7 @@ export function isoTime(ms: number): string {
 /** The Message object of a message handed out (consume, peek, SSE, WebSocket, dashboard). */
 export function messageJson(h: Handed): MessageJson {
   const msg = h.msg;
-  const payload = msg.payload;
+  const payload = msg.readPayload();
   const json: MessageJson = {
     id: msg.id,
     topic: h.topic,
@@ -74,7 +74,7 @@ export function messageJson(h: Handed): MessageJson {
  */
 export function messageText(h: Handed): string {
   const msg = h.msg;
-  const payload = msg.payload;
+  const payload = msg.readPayload();
   let out = '{"id":"' + msg.id + '","topic":' + JSON.stringify(h.topic) + ',"payload":"' +
     payload.toBase64() + '","timestamp":"' + isoTime(msg.timestamp) + '","retry_count":' +
     h.retryCount + ',"headers":' + headersText(msg.headers) + ',"priority":"' +

@@ -129,8 +129,8 @@ export function put(
 }
 
 /** The text of each message's payload, in order. */
-export function texts(items: Iterable<{ msg: { payload: Uint8Array } }>): string[] {
-  return [...items].map((d) => text(d.msg.payload));
+export function texts(items: Iterable<{ msg: { readPayload(): Uint8Array } }>): string[] {
+  return [...items].map((d) => text(d.msg.readPayload()));
 }
 
 /**

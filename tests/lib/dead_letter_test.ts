@@ -57,7 +57,7 @@ Deno.test("deadLetter() moves a delivery keeping id, payload, headers, priority 
   assertEquals(orders.defaultGroup.readyCount, 1, "the default group keeps its copy");
   const [dead] = await b.consume("orders.dlq", { peek: true });
   assertEquals(dead?.msg.id, id);
-  assertEquals(text(dead!.msg.payload), "x");
+  assertEquals(text(dead!.msg.readPayload()), "x");
   assertEquals(dead?.msg.headers, ["x-mq-k", "v"]);
   assertEquals([dead?.msg.priority, dead?.retryCount, dead?.reason], [
     HIGH,
@@ -84,7 +84,7 @@ Deno.test("deadLetter() hands the moved message to a consumer waiting on the DLQ
   const waiting = b.consume("jobs.dlq", { timeoutMs: 10_000 });
   await deadLetterAll(b, "jobs");
   const [m] = await waiting;
-  assertEquals([text(m!.msg.payload), m?.retryCount], ["x", MAX_ATTEMPTS]);
+  assertEquals([text(m!.msg.readPayload()), m?.retryCount], ["x", MAX_ATTEMPTS]);
   await t.close();
 });
 
@@ -149,7 +149,7 @@ Deno.test("deadLetter() writes the DLQ copy durably before the source's removal 
   const again = await Broker.open(config, { clock: () => now, tick: false });
   assertEquals(again.findTopic("jobs")!.messages.size, 0);
   const [dead] = await again.consume("jobs.dlq", { peek: true });
-  assertEquals([dead?.msg.id, text(dead!.msg.payload), dead?.msg.headers, dead?.reason], [
+  assertEquals([dead?.msg.id, text(dead!.msg.readPayload()), dead?.msg.headers, dead?.reason], [
     id,
     "x",
     ["x-mq-k", "v"],
@@ -174,7 +174,9 @@ Deno.test("redrive() moves the DLQ back with retry_count 0 and redrive_count + 1
   assertEquals(b.findTopic("orders.dlq")!.messages.size, 0);
   const billing = await b.consume("orders", { group: "billing", limit: 10, autoAck: true });
   assertEquals(
-    billing.map((m) => [text(m.msg.payload), m.retryCount, m.msg.redriveCount, m.msg.priority]),
+    billing.map((
+      m,
+    ) => [text(m.msg.readPayload()), m.retryCount, m.msg.redriveCount, m.msg.priority]),
     [
       ["billed", 0, 1, NORMAL],
       ["both", 0, 1, LOW],
@@ -194,7 +196,11 @@ Deno.test("redrive() counts the redrive on a message another group still holds, 
   await deadLetterAll(b, "orders", "ledger"); // the default group still holds "kept"
   assertEquals(await redrive(b, "orders"), { topic: "orders", source: "orders.dlq", moved: 1 });
   const [back] = await b.consume("orders", { group: "ledger" });
-  assertEquals([text(back!.msg.payload), back!.retryCount, back!.msg.redriveCount], ["kept", 0, 1]);
+  assertEquals([text(back!.msg.readPayload()), back!.retryCount, back!.msg.redriveCount], [
+    "kept",
+    0,
+    1,
+  ]);
   await t.close();
   const again = await openBroker({ dataDir: dir }, t.now);
   const [held] = await again.broker.consume("orders");

@@ -172,7 +172,7 @@ Deno.test("leased() lists a group's in-flight messages, soonest lease end first,
   await b.consume("t", { visibilityMs: 2_000, limit: 2 }); // b, c until T0 + 2s
   touch(b, "t", "", ids[2]!, 9_000); // c until T0 + 9s; its old heap entry is stale
   const list = leased(b, "t", "", 10);
-  assertEquals(list.map((l) => [text(l.msg.payload), l.leaseEndsAt, l.group]), [
+  assertEquals(list.map((l) => [text(l.msg.readPayload()), l.leaseEndsAt, l.group]), [
     ["b", T0 + 2_000, ""],
     ["a", T0 + 5_000, ""],
     ["c", T0 + 9_000, ""],

@@ -9,7 +9,9 @@ import { silentLogger } from "../../lib/log.ts";
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (e: FeedEvent) =>
-  e.kind === "message" || e.kind === "broadcast" ? new TextDecoder().decode(e.msg.payload) : e.kind;
+  e.kind === "message" || e.kind === "broadcast"
+    ? new TextDecoder().decode(e.msg.readPayload())
+    : e.kind;
 
 /** Events a listener heard, and a way to wait for the n-th. */
 function collector() {

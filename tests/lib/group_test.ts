@@ -23,7 +23,7 @@ function msg(p: string, priority = NORMAL): StoredMessage {
   }, 0);
 }
 
-const names = (ds: Delivery[]) => ds.map((d) => text(d.msg.payload));
+const names = (ds: Delivery[]) => ds.map((d) => text(d.msg.readPayload()));
 const counts = (g: Group) => [g.readyCount, g.delayedCount, g.inFlightCount, g.held];
 
 Deno.test("Group.add() makes a delivery ready by priority, or delayed until its due time", () => {

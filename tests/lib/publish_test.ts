@@ -136,7 +136,7 @@ Deno.test("broadcast() returns how many waiting consumers got it and stores noth
   });
   assertEquals(sent, 2);
   const [[m1], [m2]] = await Promise.all([plain, billing]);
-  assertEquals([text(m1!.msg.payload), text(m2!.msg.payload), m2?.group], [
+  assertEquals([text(m1!.msg.readPayload()), text(m2!.msg.readPayload()), m2?.group], [
     '{"hello":1}',
     '{"hello":1}',
     "billing",

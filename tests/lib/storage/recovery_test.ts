@@ -123,7 +123,7 @@ Deno.test("recover() leaves payloads of diskPayloadMin or more in the file, read
   const { topics, report } = await recover(o);
   const [onDisk, inMemory] = [...topics[0]!.messages.values()];
   assertEquals([onDisk!.onDisk, inMemory!.onDisk], [true, false]);
-  assertEquals(onDisk!.payload, big);
+  assertEquals(onDisk!.readPayload(), big);
   assertEquals(report.held_bytes, MESSAGE_OVERHEAD_BYTES + heldSize(5), "no 4 KiB in memory");
   close();
   await Deno.remove(dir, { recursive: true });
