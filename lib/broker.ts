@@ -34,9 +34,9 @@ import { Rates } from "./rates.ts";
 import { Stats } from "./stats.ts";
 import { Subscribers } from "./feed.ts";
 import { Registry } from "./topics.ts";
-import type { Topic, TopicOptions } from "./topic.ts";
+import { type Topic, type TopicOptions, webhookGroup } from "./topic.ts";
 import { defaultOpenWal, type OpenWal } from "./storage/wal.ts";
-import { Pushers, type WebhookSend } from "./webhooks/pusher.ts";
+import { Pushers, type WebhookSend, type WebhookStatus } from "./webhooks/pusher.ts";
 import * as webhooks from "./webhooks/registry.ts";
 import type { Webhook } from "./webhooks/registry.ts";
 import { type MetaRecord, RecordType } from "./storage/record.ts";
@@ -346,6 +346,15 @@ export class Broker implements BrokerContext {
     const w = await webhooks.register(this, name, url, secret);
     this.pushers?.sync(w.topic);
     return w;
+  }
+
+  /** A webhook's delivery as operators see it (a broker that cannot send pushes nothing). */
+  webhookStatus(w: Webhook): WebhookStatus {
+    return {
+      paused: this.pushers?.paused(w.id) ?? false,
+      pending: w.topic.groups.get(webhookGroup(w.id))?.held ?? 0,
+      last: this.pushers?.attempts(w.id)[0],
+    };
   }
 
   /** Removes a webhook, its group and what only it held; `cause` goes in the log line. */

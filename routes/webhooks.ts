@@ -6,7 +6,6 @@
 import { checkName } from "../lib/names.ts";
 import type { Webhook } from "../lib/webhooks/registry.ts";
 import * as webhooks from "../lib/webhooks/registry.ts";
-import { webhookGroup } from "../lib/topic.ts";
 import type { Broker } from "../lib/broker.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { readJson } from "./body.ts";
@@ -37,12 +36,11 @@ export function webhookJson(w: Webhook): WebhookJson {
 
 /** A listed webhook: its state, what its group still owes, and its last attempt. */
 export function webhookItem(broker: Broker, w: Webhook): WebhookItem {
-  const g = w.topic.groups.get(webhookGroup(w.id));
-  const last = broker.pushers?.attempts(w.id)[0];
+  const { paused, pending, last } = broker.webhookStatus(w);
   return {
     ...webhookJson(w),
-    state: broker.pushers?.paused(w.id) ? "paused" : "active",
-    pending: g ? g.held : 0,
+    state: paused ? "paused" : "active",
+    pending,
     last_attempt: last
       ? {
         at: isoTime(last.at),

@@ -58,6 +58,15 @@ export interface Attempt {
 /** What came of a POST (the `outcome` label of ferry_webhook_deliveries_total). */
 export type Outcome = "delivered" | "retried" | "dead_lettered" | "gone" | "broadcast";
 
+/** What operators see of a webhook's delivery. */
+export interface WebhookStatus {
+  paused: boolean;
+  /** Messages its group holds: ready, delayed or in flight. */
+  pending: number;
+  /** Its latest POST. */
+  last: Attempt | undefined;
+}
+
 /** Settings the pushers read. */
 export interface PushSettings {
   version: string;
