@@ -96,53 +96,54 @@
  * where that passed 20 % says BUSY in its notes. Figures drift 10-20 % between runs anyway.
  */
 
-import { parseLogLine, readLines } from "../_support/child.ts";
-import { startTask, startTaskCommand, startTaskPermissions } from "../_support/start_task.ts";
-import { startEtcd } from "../_support/etcd.ts";
-import { runChaos } from "../cluster/chaos.ts";
 import { Broker, type Handed } from "../../lib/broker.ts";
 import { defaultConfig } from "../../lib/config.ts";
 import { messagesText } from "../../routes/wire.ts";
-import { BENCH_PAGE, readMachine, writeTable } from "./docs_table.ts";
-
-const HERE = new URL(".", import.meta.url).pathname;
-const ROOT = new URL("../../", import.meta.url).pathname;
-const WRK_DIR = `${HERE}wrk/`;
-const join = (dir: string, name: string) => dir.endsWith("/") ? dir + name : `${dir}/${name}`;
-const SECTIONS = [
-  "ceiling",
-  "publish",
-  "consume",
-  "e2e",
-  "fanout",
-  "webhook",
-  "rss",
-  "replay",
-  "large",
-  "cluster",
-  "batch",
-  "idle",
-  "restart",
-] as const;
-type Section = typeof SECTIONS[number];
-const CONNS = [1, 16, 64] as const;
-const KIB = 1024;
-const MIB = 1024 * 1024;
-const POLL_MS = 10;
-/** Machine CPU share (both cores) above which other work is running; see quiet(). */
-const QUIET_BUSY = 0.2;
-/** Longest wait for other work to stop before a measured run. */
-const QUIET_WAIT_S = 60;
-/** A fill whose topic depth has not moved for this long has failed (429s, errors). */
-const FILL_STALL_MS = 3_000;
-
-interface Options {
-  quick: boolean;
-  only: Set<Section>;
-  broker: string;
-  /** Where to write this run's table besides docs/benchmarks.md's rule (--table-file). */
-  tableFile?: string;
-}
+import { startEtcd } from "../_support/etcd.ts";
+import { runChaos } from "../cluster/chaos.ts";
+import { BENCH_PAGE, writeTable } from "./docs_table.ts";
+import { cleanup, removeDir, tempDir } from "./harness/cleanup.ts";
+import { busyNote, procTicks, quiet } from "./harness/cpu.ts";
+import { int, log, ms, pct } from "./harness/format.ts";
+import { goBench, runGo } from "./harness/go.ts";
+import { loadAvg, machine } from "./harness/machine.ts";
+import { forceGc, vmRss } from "./harness/memory.ts";
+import {
+  CONNS,
+  FULL,
+  HERE,
+  join,
+  KIB,
+  MIB,
+  type Options,
+  type Plan,
+  POLL_MS,
+  QUICK,
+  ROOT,
+  type Section,
+  SECTIONS,
+  sleep,
+} from "./harness/plan.ts";
+import {
+  dirBytes,
+  fill,
+  fsyncHistogram,
+  fsyncNote,
+  type TopicStats,
+  topicStats,
+  zeroTailBytes,
+} from "./harness/probes.ts";
+import {
+  BROKER_RUNTIME_ENV,
+  BROKER_RUNTIME_FLAGS,
+  clientResult,
+  runClient,
+  type Server,
+  spawnServer,
+  startBroker,
+  withBroker,
+} from "./harness/spawn.ts";
+import { errorsOf, type WrkResult, wrkTimed, wrkUntil } from "./harness/wrk.ts";
 
 function parseArgs(args: string[]): Options {
   const o: Options = { quick: false, only: new Set(SECTIONS), broker: join(ROOT, "main.ts") };
@@ -170,594 +171,6 @@ function parseArgs(args: string[]): Options {
   }
   return o;
 }
-
-/** Durations and sizes of one run. */
-interface Plan {
-  warmS: number;
-  runS: number;
-  drainCount: number;
-  drainConns: number;
-  e2eRate: number;
-  e2eWarmS: number;
-  e2eRunS: number;
-  /** SSE streams the fan-out row feeds. */
-  fanoutStreams: number;
-  rssCount: number;
-  replayCount: number;
-  /** Messages of 2 MiB held for the large-payload RSS row. */
-  largeCount: number;
-  /** Messages of 256 KiB drained from disk and from memory. */
-  diskCount: number;
-}
-
-const FULL: Plan = {
-  warmS: 1,
-  runS: 5,
-  drainCount: 100_000,
-  drainConns: 8,
-  e2eRate: 2_000,
-  e2eWarmS: 1,
-  e2eRunS: 10,
-  fanoutStreams: 100,
-  rssCount: 100_000,
-  replayCount: 1_000_000,
-  largeCount: 10_000,
-  diskCount: 2_000,
-};
-const QUICK: Plan = {
-  ...FULL,
-  warmS: 0.5,
-  runS: 2,
-  drainCount: 20_000,
-  e2eRunS: 3,
-  replayCount: 200_000,
-  largeCount: 1_000,
-  diskCount: 500,
-};
-
-// ---------------------------------------------------------------- child processes
-
-interface Server {
-  url: string;
-  pid: number;
-  /** The V8 inspector's WebSocket address, when started with `--inspect`. */
-  inspector?: string;
-  /** Wall time from spawn to the "listening" line. */
-  listenMs: number;
-  /** Every JSON log line seen so far. */
-  records: Record<string, unknown>[];
-  stop(signal?: Deno.Signal): Promise<void>;
-}
-
-const live = new Set<Deno.ChildProcess>();
-const tempDirs = new Set<string>();
-
-function track(p: Deno.ChildProcess): Deno.ChildProcess {
-  live.add(p);
-  p.status.finally(() => live.delete(p));
-  return p;
-}
-
-async function cleanup(): Promise<void> {
-  for (const p of live) {
-    try {
-      p.kill("SIGKILL");
-    } catch { /* gone */ }
-  }
-  for (const d of tempDirs) await Deno.remove(d, { recursive: true }).catch(() => {});
-}
-
-async function tempDir(prefix: string): Promise<string> {
-  const d = await Deno.makeTempDir({ prefix });
-  tempDirs.add(d);
-  return d;
-}
-
-async function removeDir(d: string): Promise<void> {
-  await Deno.remove(d, { recursive: true }).catch(() => {});
-  tempDirs.delete(d);
-}
-
-/**
- * Runtime flags and environment the broker is started with: those of the `start` task in
- * deno.json (so the bench measures what `deno task start` runs), or FERRY_BENCH_FLAGS and
- * FERRY_BENCH_ENV (`NAME=value …`; "" for none).
- */
-const BROKER_RUNTIME_FLAGS: string[] = Deno.env.get("FERRY_BENCH_FLAGS")?.split(" ")
-  .filter(Boolean) ?? startTask().v8Flags;
-const BROKER_RUNTIME_ENV: Record<string, string> = (() => {
-  const override = Deno.env.get("FERRY_BENCH_ENV");
-  if (override === undefined) return startTask().env;
-  return Object.fromEntries(override.split(" ").filter(Boolean).map((w) => w.split("=", 2)));
-})();
-
-/**
- * Spawns a Deno script that logs JSON lines on stderr; resolves at its "listening" line.
- * `permissions` are its permission flags (a broker gets the start task's, and its launcher).
- */
-async function spawnServer(
-  script: string,
-  args: string[],
-  permissions: string[],
-  denoFlags: string[] = [],
-  launch = (denoArgs: string[]) => ({ cmd: Deno.execPath(), args: denoArgs }),
-): Promise<Server> {
-  const timeoutMs = 120_000;
-  const t0 = performance.now();
-  let inspector: string | undefined;
-  const command = launch([
-    "run",
-    ...permissions,
-    ...BROKER_RUNTIME_FLAGS,
-    ...denoFlags,
-    script,
-    ...args,
-  ]);
-  const proc = track(
-    new Deno.Command(command.cmd, {
-      args: command.args,
-      env: {
-        ...BROKER_RUNTIME_ENV,
-        NO_COLOR: "1",
-        BROKER_LOG_LEVEL: "info",
-        BROKER_ACCESS_LOG: "false",
-      },
-      stdin: "null",
-      stdout: "null",
-      stderr: "piped",
-    }).spawn(),
-  );
-  const records: Record<string, unknown>[] = [];
-  const tail: string[] = [];
-  let onListen!: (port: number) => void;
-  let onFail!: (e: Error) => void;
-  const listening = new Promise<number>((res, rej) => {
-    onListen = res;
-    onFail = rej;
-  });
-  readLines(proc.stderr, (line) => {
-    tail.push(line);
-    if (tail.length > 20) tail.shift();
-    const rec = parseLogLine(line);
-    if (rec) records.push(rec);
-    else inspector ??= /Debugger listening on (ws:\/\/\S+)/.exec(line)?.[1];
-    if (rec?.msg === "listening") onListen(Number(rec.port));
-  }).catch(() => {}).finally(() => {
-    onFail(new Error(`${script} exited before listening:\n${tail.join("\n")}`));
-  });
-  const timer = setTimeout(
-    () => onFail(new Error(`${script} not listening after ${timeoutMs} ms`)),
-    timeoutMs,
-  );
-  let port: number;
-  try {
-    port = await listening;
-  } catch (e) {
-    try {
-      proc.kill("SIGKILL");
-    } catch { /* gone */ }
-    throw e;
-  } finally {
-    clearTimeout(timer);
-  }
-  const listenMs = performance.now() - t0;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    pid: proc.pid,
-    inspector,
-    listenMs,
-    records,
-    async stop(signal: Deno.Signal = "SIGTERM") {
-      try {
-        proc.kill(signal);
-      } catch { /* gone */ }
-      const killer = setTimeout(() => {
-        try {
-          proc.kill("SIGKILL");
-        } catch { /* gone */ }
-      }, 30_000);
-      await proc.status;
-      clearTimeout(killer);
-    },
-  };
-}
-
-function startBroker(
-  o: Options,
-  dataDir: string,
-  maxQueue: number,
-  fsync = "always",
-  denoFlags: string[] = [],
-  args: string[] = [],
-): Promise<Server> {
-  return spawnServer(
-    o.broker,
-    [
-      "--port",
-      "0",
-      "--data-dir",
-      dataDir,
-      "--fsync",
-      fsync,
-      "--max-queue",
-      String(maxQueue),
-      ...args,
-    ],
-    startTaskPermissions(),
-    denoFlags,
-    startTaskCommand,
-  );
-}
-
-/** A fresh broker on a fresh temp dir; both go away after `fn`. */
-async function withBroker<T>(
-  o: Options,
-  maxQueue: number,
-  fn: (b: Server) => Promise<T>,
-  denoFlags: string[] = [],
-  args: string[] = [],
-): Promise<T> {
-  const dir = await tempDir("ferry-bench-");
-  const b = await startBroker(o, dir, maxQueue, "always", denoFlags, args);
-  try {
-    return await fn(b);
-  } finally {
-    await b.stop("SIGKILL");
-    await removeDir(dir);
-  }
-}
-
-// ---------------------------------------------------------------- wrk
-
-interface WrkResult {
-  requests: number;
-  duration_us: number;
-  connect_errors: number;
-  read_errors: number;
-  write_errors: number;
-  status_errors: number;
-  timeouts: number;
-  p50_us: number;
-  p90_us: number;
-  p99_us: number;
-  max_us: number;
-  [counter: string]: number;
-}
-
-interface WrkRun {
-  script: string;
-  url: string;
-  threads: number;
-  conns: number;
-  seconds: number;
-  args?: string[];
-}
-
-function spawnWrk(r: WrkRun): { proc: Deno.ChildProcess; out: Promise<Deno.CommandOutput> } {
-  const proc = track(
-    new Deno.Command("wrk", {
-      args: [
-        `-t${r.threads}`,
-        `-c${r.conns}`,
-        `-d${Math.max(1, Math.ceil(r.seconds))}s`,
-        "--timeout",
-        "10s",
-        "-s",
-        join(WRK_DIR, r.script),
-        r.url,
-        "--",
-        ...(r.args ?? []),
-      ],
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn(),
-  );
-  return { proc, out: proc.output() };
-}
-
-function parseWrk(out: Deno.CommandOutput): WrkResult {
-  const text = new TextDecoder().decode(out.stdout);
-  const line = text.split("\n").find((l) => l.startsWith("FERRY_RESULT "));
-  if (!line) {
-    throw new Error(`wrk gave no result:\n${text}\n${new TextDecoder().decode(out.stderr)}`);
-  }
-  return JSON.parse(line.slice("FERRY_RESULT ".length));
-}
-
-/** Runs wrk for `seconds` (whole seconds, as wrk takes them). */
-async function wrkTimed(r: WrkRun): Promise<WrkResult> {
-  const { proc, out } = spawnWrk(r);
-  const killer = setTimeout(() => proc.kill("SIGKILL"), (r.seconds + 30) * 1000);
-  try {
-    return parseWrk(await out);
-  } finally {
-    clearTimeout(killer);
-  }
-}
-
-/** Runs wrk until `done()` holds (checked every POLL_MS), then stops it with SIGINT. */
-async function wrkUntil(
-  r: WrkRun,
-  done: () => Promise<boolean>,
-): Promise<{ result: WrkResult; elapsedMs: number; finished: boolean }> {
-  const t0 = performance.now();
-  const { proc, out } = spawnWrk(r);
-  let exited = false;
-  out.finally(() => exited = true);
-  let finished = false;
-  const limit = t0 + r.seconds * 1000;
-  while (!exited && performance.now() < limit) {
-    await sleep(POLL_MS);
-    if (await done().catch(() => false)) {
-      finished = true;
-      break;
-    }
-  }
-  const elapsedMs = performance.now() - t0;
-  try {
-    proc.kill("SIGINT");
-  } catch { /* gone */ }
-  const killer = setTimeout(() => {
-    try {
-      proc.kill("SIGKILL");
-    } catch { /* gone */ }
-  }, 10_000);
-  try {
-    return { result: parseWrk(await out), elapsedMs, finished };
-  } finally {
-    clearTimeout(killer);
-  }
-}
-
-// ---------------------------------------------------------------- broker probes
-
-interface TopicStats {
-  depth: number;
-  in_flight: number;
-}
-
-async function topicStats(url: string, topic: string): Promise<TopicStats> {
-  const res = await fetch(`${url}/api/stats`);
-  if (!res.ok) {
-    await res.body?.cancel();
-    throw new Error(`GET /api/stats answered ${res.status}`);
-  }
-  const s = await res.json() as { topics?: Record<string, TopicStats> };
-  return s.topics?.[topic] ?? { depth: 0, in_flight: 0 };
-}
-
-/** Publishes exactly `count` messages of `size` bytes to `topic` with wrk; resolves when held. */
-async function fill(url: string, topic: string, count: number, size: number): Promise<number> {
-  const t0 = performance.now();
-  let depth = 0, lastChange = t0;
-  await wrkUntil(
-    {
-      script: "fill.lua",
-      url: `${url}/publish/${topic}`,
-      threads: 1,
-      conns: 64,
-      seconds: 600,
-      args: [String(size), String(count)],
-    },
-    async () => {
-      const d = (await topicStats(url, topic)).depth;
-      if (d !== depth) [depth, lastChange] = [d, performance.now()];
-      return depth >= count || performance.now() - lastChange > FILL_STALL_MS;
-    },
-  );
-  const held = (await topicStats(url, topic)).depth;
-  if (held !== count) throw new Error(`fill of ${topic}: broker holds ${held}, wanted ${count}`);
-  return performance.now() - t0;
-}
-
-/** The broker's ferry_wal_fsync_seconds histogram: cumulative counts by upper bound. */
-interface FsyncHistogram {
-  buckets: Map<string, number>;
-  sum: number;
-  count: number;
-}
-
-async function fsyncHistogram(url: string): Promise<FsyncHistogram | undefined> {
-  try {
-    const res = await fetch(`${url}/metrics`);
-    const text = await res.text();
-    if (!res.ok) return undefined;
-    const buckets = new Map<string, number>();
-    let sum = NaN, count = NaN;
-    for (const line of text.split("\n")) {
-      const m = /^ferry_wal_fsync_seconds_(bucket\{le="([^"]+)"\}|sum|count) (\S+)$/.exec(line);
-      if (!m) continue;
-      if (m[2] !== undefined) buckets.set(m[2], Number(m[3]));
-      else if (m[1] === "sum") sum = Number(m[3]);
-      else count = Number(m[3]);
-    }
-    return buckets.size ? { buckets, sum, count } : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** "N fsyncs, mean X ms, p99 ≤ Y ms[, M msgs/fsync]" for the fsyncs between two scrapes. */
-function fsyncNote(a: FsyncHistogram | undefined, b: FsyncHistogram | undefined, msgs?: number) {
-  if (!a || !b) return "";
-  const count = b.count - a.count;
-  if (count <= 0) return "no fsyncs";
-  const quantile = (q: number) => {
-    for (const [le, n] of b.buckets) {
-      if (n - (a.buckets.get(le) ?? 0) >= q * count) {
-        return le === "+Inf" ? "> 1 s" : `≤ ${Number(le) * 1000} ms`;
-      }
-    }
-    return "?";
-  };
-  const mean = (b.sum - a.sum) / count * 1000;
-  return `${int(count)} fsyncs, mean ${mean.toFixed(2)} ms, p50 ${quantile(0.5)}, p99 ${
-    quantile(0.99)
-  }` + (msgs ? `, ${(msgs / count).toFixed(1)} msgs/fsync` : "");
-}
-
-async function vmRss(pid: number): Promise<{ rss: number; hwm: number }> {
-  const text = await Deno.readTextFile(`/proc/${pid}/status`);
-  const kb = (key: string) =>
-    Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? NaN);
-  return { rss: kb("VmRSS") * 1024, hwm: kb("VmHWM") * 1024 };
-}
-
-async function dirBytes(dir: string): Promise<number> {
-  let n = 0;
-  for await (const e of Deno.readDir(dir)) {
-    if (e.isFile) n += (await Deno.stat(join(dir, e.name))).size;
-    else if (e.isDirectory) n += await dirBytes(join(dir, e.name));
-  }
-  return n;
-}
-
-/** Bytes of zeros at the ends of the WAL files in `dir`: the writers' zero-filled tails. */
-async function zeroTailBytes(dir: string): Promise<number> {
-  let n = 0;
-  for await (const e of Deno.readDir(dir)) {
-    if (!e.isFile || !e.name.endsWith(".wal")) continue;
-    const bytes = await Deno.readFile(join(dir, e.name));
-    let end = bytes.length;
-    while (end > 0 && bytes[end - 1] === 0) end--;
-    n += bytes.length - end;
-  }
-  return n;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-interface HeapUsage {
-  usedSize: number;
-  totalSize: number;
-  backingStorageSize?: number;
-}
-
-/**
- * Forces a full GC in the broker through its V8 inspector and returns the JS heap usage
- * before and after. Bounded by a 30 s timeout.
- */
-async function forceGc(inspector: string): Promise<{ before: HeapUsage; after: HeapUsage }> {
-  const ws = new WebSocket(inspector);
-  const waiting = new Map<number, (v: unknown) => void>();
-  let next = 0;
-  ws.onmessage = (e) => {
-    const m = JSON.parse(e.data as string) as { id?: number; result?: unknown };
-    if (m.id !== undefined) waiting.get(m.id)?.(m.result);
-  };
-  const call = (method: string) =>
-    new Promise<unknown>((res) => {
-      const id = ++next;
-      waiting.set(id, res);
-      ws.send(JSON.stringify({ id, method, params: {} }));
-    });
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, rej) => {
-    timer = setTimeout(() => rej(new Error("inspector did not answer in 30 s")), 30_000);
-  });
-  try {
-    return await Promise.race([
-      (async () => {
-        await new Promise((res, rej) => {
-          ws.onopen = res;
-          ws.onerror = () => rej(new Error(`cannot reach the inspector at ${inspector}`));
-        });
-        const before = await call("Runtime.getHeapUsage") as HeapUsage;
-        await call("HeapProfiler.enable");
-        await call("HeapProfiler.collectGarbage");
-        const after = await call("Runtime.getHeapUsage") as HeapUsage;
-        return { before, after };
-      })(),
-      timeout,
-    ]);
-  } finally {
-    clearTimeout(timer);
-    ws.close();
-  }
-}
-
-/** CPU time counters of the whole machine from /proc/stat: [busy, total] clock ticks. */
-async function cpuTimes(): Promise<[number, number]> {
-  const line = (await Deno.readTextFile("/proc/stat")).split("\n")[0] ?? "";
-  const f = line.trim().split(/\s+/).slice(1).map(Number);
-  const total = f.reduce((a, b) => a + b, 0);
-  // everything but idle and iowait: processes' stime includes interrupt work done for them
-  const idle = (f[3] ?? 0) + (f[4] ?? 0);
-  return [total - idle, total];
-}
-
-/** Share of all CPUs busy over `ms` milliseconds. */
-async function cpuBusy(ms: number): Promise<number> {
-  const [b0, t0] = await cpuTimes();
-  await sleep(ms);
-  const [b1, t1] = await cpuTimes();
-  return t1 > t0 ? (b1 - b0) / (t1 - t0) : 0;
-}
-
-/** utime+stime (+ cutime+cstime with `children`) of a process, in clock ticks. */
-async function procTicks(pid: number | "self", children = false): Promise<number> {
-  const text = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => "");
-  const f = text.slice(text.lastIndexOf(")") + 2).split(" ").map(Number);
-  // fields after the command: state(0) ... utime(11) stime(12) cutime(13) cstime(14)
-  return (f[11] ?? 0) + (f[12] ?? 0) + (children ? (f[13] ?? 0) + (f[14] ?? 0) : 0);
-}
-
-interface CpuSnapshot {
-  machine: [number, number];
-  self: number;
-  children: Map<number, number>;
-}
-
-/** CPU counters of the machine, of this process with its reaped children, and of live children. */
-async function cpuSnapshot(): Promise<CpuSnapshot> {
-  const children = new Map<number, number>();
-  for (const p of live) children.set(p.pid, await procTicks(p.pid));
-  return { machine: await cpuTimes(), self: await procTicks("self", true), children };
-}
-
-/**
- * Share of all CPUs that processes outside the harness (itself, wrk, brokers, clients) used
- * between two snapshots. Children that exited meanwhile were reaped into this process's cutime.
- */
-function othersShare(a: CpuSnapshot, b: CpuSnapshot): number {
-  let mine = b.self - a.self;
-  for (const [pid, t] of b.children) mine += t - (a.children.get(pid) ?? 0);
-  for (const [pid, t] of a.children) if (!b.children.has(pid)) mine -= t;
-  const total = b.machine[1] - a.machine[1];
-  return total > 0 ? Math.max(0, (b.machine[0] - a.machine[0] - mine) / total) : 0;
-}
-
-/** Other processes' CPU share around measured runs, worst since the last row; and overall. */
-let othersSince: CpuSnapshot | undefined;
-let othersBefore = 0, othersWorst = 0;
-
-/**
- * Waits (up to QUIET_WAIT_S) until other processes leave the CPUs mostly idle, so a run is not
- * measured against someone else's tests, then starts counting their CPU use until busyNote().
- * The harness's own children are idle when this is called.
- */
-async function quiet(): Promise<void> {
-  let busy = await cpuBusy(300);
-  const deadline = performance.now() + QUIET_WAIT_S * 1000;
-  if (busy > QUIET_BUSY) log(`machine busy (${pct(busy)} CPU); waiting up to ${QUIET_WAIT_S} s`);
-  while (busy > QUIET_BUSY && performance.now() < deadline) busy = await cpuBusy(1000);
-  othersBefore = Math.max(othersBefore, busy);
-  othersSince ??= await cpuSnapshot();
-}
-
-/** A note for the row when other processes used the CPUs before or during its runs. */
-async function busyNote(): Promise<string> {
-  const during = othersSince ? othersShare(othersSince, await cpuSnapshot()) : 0;
-  const before = othersBefore;
-  othersSince = undefined;
-  othersBefore = 0;
-  othersWorst = Math.max(othersWorst, before, during);
-  if (before <= QUIET_BUSY && during <= QUIET_BUSY) return "";
-  return `BUSY: other processes used ${pct(before)} CPU before, ${pct(during)} during`;
-}
-
-// ---------------------------------------------------------------- results
 
 type Status = "PASS" | "FAIL" | "n/a" | "ERROR" | "";
 
@@ -795,24 +208,7 @@ function row(r: Partial<Row> & Pick<Row, "section" | "measure" | "result">): voi
   rows.push({ conns: "", p50: "", p99: "", notes: "", target: "", status: "", ...r });
 }
 
-const int = (n: number) => Math.round(n).toLocaleString("en-US");
-const ms = (us: number) => `${(us / 1000).toFixed(us < 10_000 ? 2 : 1)} ms`;
-const pct = (x: number) => `${Math.round(x * 100)} %`;
 const verdict = (ok: boolean): Status => ok ? "PASS" : "FAIL";
-
-function errorsOf(w: WrkResult): string {
-  const parts = [];
-  if (w.status_errors) parts.push(`${int(w.status_errors)} non-2xx`);
-  const sock = w.connect_errors + w.read_errors + w.write_errors + w.timeouts;
-  if (sock) parts.push(`${int(sock)} socket errors`);
-  return parts.join(", ");
-}
-
-function log(msg: string): void {
-  console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
-}
-
-// ---------------------------------------------------------------- sections
 
 async function ceiling(o: Options, p: Plan): Promise<void> {
   await httpCeiling(o, p);
@@ -1241,47 +637,6 @@ async function clientLoop(o: Options, p: Plan): Promise<void> {
   });
 }
 
-/** Where CI machines have Go when PATH lacks it (as tools/go_tests.ts). */
-const GO_FALLBACK = "/usr/local/go/bin/go";
-let goBinary: Promise<string> | undefined;
-
-/** Builds clients/go/internal/bench once (`go build -o <temp>`); resolves with its path. */
-function goBench(): Promise<string> {
-  goBinary ??= (async () => {
-    const out = join(await tempDir("ferry-bench-go-"), "bench");
-    for (const go of ["go", GO_FALLBACK]) {
-      let r: Deno.CommandOutput;
-      try {
-        r = await new Deno.Command(go, {
-          args: ["build", "-o", out, "./internal/bench"],
-          cwd: join(ROOT, "clients/go"),
-          stdout: "piped",
-          stderr: "piped",
-        }).output();
-      } catch (e) {
-        if (e instanceof Deno.errors.NotFound) continue;
-        throw e;
-      }
-      if (!r.success) throw new Error(`go build failed: ${new TextDecoder().decode(r.stderr)}`);
-      return out;
-    }
-    throw new Error(`go not found (on PATH or at ${GO_FALLBACK})`);
-  })();
-  return goBinary;
-}
-
-/** Runs the Go bench program with `args`; resolves with the JSON line it printed. */
-async function runGo(args: string[]) {
-  const bin = await goBench();
-  const out = await track(
-    new Deno.Command(bin, { args, stdin: "null", stdout: "piped", stderr: "piped" }).spawn(),
-  ).output();
-  if (!out.success) {
-    throw new Error(`go bench ${args.join(" ")} failed: ${new TextDecoder().decode(out.stderr)}`);
-  }
-  return JSON.parse(new TextDecoder().decode(out.stdout).trim().split("\n").at(-1) ?? "{}");
-}
-
 /** The Go client's Publish of 1 KiB from 64 goroutines, beside wrk's publish row at 64. */
 async function goPublish(o: Options, p: Plan): Promise<void> {
   const c = 64;
@@ -1370,26 +725,6 @@ async function goDrain(o: Options, p: Plan): Promise<void> {
       status: drained ? (raw ? verdict(r.rate >= 0.8 * raw) : "n/a") : "FAIL",
     });
   });
-}
-
-/**
- * Runs a client script of tests/bench/ with `args` as its own process; resolves with its output.
- */
-function runClient(args: string[], script = "e2e_client.ts"): Promise<Deno.CommandOutput> {
-  const client = join(HERE, script);
-  return track(
-    new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", client, ...args],
-      stdin: "null",
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn(),
-  ).output();
-}
-
-/** The last JSON line a client printed. */
-async function clientResult(out: Promise<Deno.CommandOutput>) {
-  return JSON.parse(new TextDecoder().decode((await out).stdout).trim().split("\n").at(-1) ?? "{}");
 }
 
 /** The long-poll consumers of the end-to-end rows: limit, and how they ack. */
@@ -1949,8 +1284,6 @@ const RUN: Record<Section, (o: Options, p: Plan) => Promise<void>> = {
   restart,
 };
 
-// ---------------------------------------------------------------- idle
-
 /** Clock ticks per second of /proc/<pid>/stat's utime and stime (USER_HZ). */
 const USER_HZ = 100;
 
@@ -2024,8 +1357,6 @@ async function idle(o: Options, _p: Plan): Promise<void> {
     await receiver.shutdown();
   }
 }
-
-// ---------------------------------------------------------------- restart
 
 const CHURN_TOPICS = ["churn-a", "churn-b", "churn-c", "churn-d"];
 
@@ -2148,8 +1479,6 @@ async function restart(o: Options, _p: Plan): Promise<void> {
     await removeDir(floorDir);
   }
 }
-
-// ---------------------------------------------------------------- cluster
 
 /** Three brokers on a fresh etcd; `fn` gets the leader. Everything goes away after. */
 async function withCluster<T>(o: Options, name: string, fn: (leader: Server) => Promise<T>) {
@@ -2282,41 +1611,6 @@ async function cluster(o: Options, p: Plan): Promise<void> {
     target: "median ≤ 3 s",
     status: r.violations.length ? "FAIL" : verdict(median <= 3_000),
   });
-}
-
-// ---------------------------------------------------------------- main
-
-async function loadAvg(): Promise<string> {
-  const text = await Deno.readTextFile("/proc/loadavg").catch(() => "");
-  return text.split(" ").slice(0, 3).join(" ");
-}
-
-async function machine(loadBefore: string): Promise<string> {
-  const m = await readMachine();
-  const ram = m.ramBytes ? `, ${(m.ramBytes / 1024 ** 3).toFixed(1)} GiB RAM` : "";
-  const cmd = async (c: string, args: string[]) => {
-    try {
-      const out = await new Deno.Command(c, { args, stdout: "piped", stderr: "piped" }).output();
-      const d = new TextDecoder();
-      return (d.decode(out.stdout) + d.decode(out.stderr)).trim().split("\n")[0] ?? "";
-    } catch {
-      return "";
-    }
-  };
-  const commit = await cmd("git", ["-C", ROOT, "rev-parse", "--short", "HEAD"]);
-  const wrk = (await cmd("wrk", ["-v"])).replace(/ Copyright.*/, "");
-  return [
-    `- machine: ${
-      m.cores || navigator.hardwareConcurrency
-    } × ${m.cpu}${ram}, Linux ${Deno.osRelease()}`,
-    `- deno ${Deno.version.deno} (v8 ${Deno.version.v8}), ${wrk}`,
-    `- commit ${commit || "unknown"}, BROKER_FSYNC=always`,
-    `- load average at start ${loadBefore}; before each run the harness waits up to ` +
-    `${QUIET_WAIT_S} s for the CPUs to be < ${pct(QUIET_BUSY)} busy; other processes' CPU: worst ${
-      pct(othersWorst)
-    }` +
-    (othersWorst > QUIET_BUSY ? " (BUSY MACHINE: rows marked BUSY ran beside other work)" : ""),
-  ].join("\n");
 }
 
 /** Sort key of a row's section: "2b" → [2, "b"]; a failed section's name sorts last. */
