@@ -101,12 +101,11 @@ import { defaultConfig } from "../../lib/config.ts";
 import { messagesText } from "../../routes/wire.ts";
 import { startEtcd } from "../_support/etcd.ts";
 import { runChaos } from "../cluster/chaos.ts";
-import { BENCH_PAGE, writeTable } from "./docs_table.ts";
 import { cleanup, removeDir, tempDir } from "./harness/cleanup.ts";
 import { busyNote, procTicks, quiet } from "./harness/cpu.ts";
 import { int, log, ms, pct } from "./harness/format.ts";
 import { goBench, runGo } from "./harness/go.ts";
-import { loadAvg, machine } from "./harness/machine.ts";
+import { loadAvg } from "./harness/machine.ts";
 import { forceGc, vmRss } from "./harness/memory.ts";
 import {
   CONNS,
@@ -144,6 +143,7 @@ import {
   withBroker,
 } from "./harness/spawn.ts";
 import { errorsOf, type WrkResult, wrkTimed, wrkUntil } from "./harness/wrk.ts";
+import { figures, report, row, type Status, verdict } from "./report.ts";
 
 function parseArgs(args: string[]): Options {
   const o: Options = { quick: false, only: new Set(SECTIONS), broker: join(ROOT, "main.ts") };
@@ -171,44 +171,6 @@ function parseArgs(args: string[]): Options {
   }
   return o;
 }
-
-type Status = "PASS" | "FAIL" | "n/a" | "ERROR" | "";
-
-interface Row {
-  section: string;
-  measure: string;
-  conns: string;
-  result: string;
-  p50: string;
-  p99: string;
-  notes: string;
-  target: string;
-  status: Status;
-}
-
-const rows: Row[] = [];
-/** Figures later sections compare against. */
-const figures: {
-  ceiling: Map<number, number>;
-  /** Publishes per second of the least a durable queue does (ceiling_queue.ts), by conns. */
-  queue: Map<number, number>;
-  /** Records per second the disk takes at 1, 64 and 1,000 records per fdatasync. */
-  disk: Map<number, number>;
-  publish: Map<number, number>;
-  consume: Map<number, number>;
-} = {
-  ceiling: new Map(),
-  queue: new Map(),
-  disk: new Map(),
-  publish: new Map(),
-  consume: new Map(),
-};
-
-function row(r: Partial<Row> & Pick<Row, "section" | "measure" | "result">): void {
-  rows.push({ conns: "", p50: "", p99: "", notes: "", target: "", status: "", ...r });
-}
-
-const verdict = (ok: boolean): Status => ok ? "PASS" : "FAIL";
 
 async function ceiling(o: Options, p: Plan): Promise<void> {
   await httpCeiling(o, p);
@@ -1613,31 +1575,6 @@ async function cluster(o: Options, p: Plan): Promise<void> {
   });
 }
 
-/** Sort key of a row's section: "2b" → [2, "b"]; a failed section's name sorts last. */
-function sectionKey(section: string): [number, string] {
-  const m = /^(\d+)([a-z]*)$/.exec(section);
-  return m ? [Number(m[1]), m[2]!] : [Infinity, section];
-}
-
-function table(): string {
-  const head = ["#", "measure", "conns", "result", "p50", "p99", "notes", "target", "PASS/FAIL"];
-  const lines = [`| ${head.join(" | ")} |`, `|${head.map(() => "---").join("|")}|`];
-  // Sections run in SECTIONS' order; the table reads in row-number order (stable within one).
-  const sorted = [...rows].sort((a, b) => {
-    const [na, sa] = sectionKey(a.section), [nb, sb] = sectionKey(b.section);
-    return na !== nb ? na - nb : sa < sb ? -1 : sa > sb ? 1 : 0;
-  });
-  for (const r of sorted) {
-    lines.push(
-      `| ${
-        [r.section, r.measure, r.conns, r.result, r.p50, r.p99, r.notes, r.target, r.status]
-          .map((s) => s.replaceAll("|", "\\|")).join(" | ")
-      } |`,
-    );
-  }
-  return lines.join("\n");
-}
-
 async function main(): Promise<number> {
   const o = parseArgs(Deno.args);
   const p = o.quick ? QUICK : FULL;
@@ -1674,40 +1611,7 @@ async function main(): Promise<number> {
       });
     }
   }
-  const mins = ((performance.now() - started) / 60_000).toFixed(1);
-  const full = o.only.size === SECTIONS.length;
-  const when = `${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC`;
-  const block = [
-    `Run of ${when} (\`deno task bench${o.quick ? " --quick" : ""}\`, ${
-      full ? "every section" : [...o.only].join(", ")
-    }, ${mins} min).\n`,
-    await machine(loadBefore),
-    "",
-    table(),
-  ].join("\n");
-  console.log(`## Ferry load benchmark${o.quick ? " (--quick)" : ""}\n`);
-  console.log(block);
-  // Only a whole run of this build under the start task's settings stands for it on the page.
-  const partial = [
-    full ? "" : "--only",
-    o.quick ? "--quick" : "",
-    o.broker === join(ROOT, "main.ts") ? "" : "--broker",
-    Deno.env.has("FERRY_BENCH_FLAGS") || Deno.env.has("FERRY_BENCH_ENV") ? "FERRY_BENCH_*" : "",
-    errors ? `${errors} failed section${errors === 1 ? "" : "s"}` : "",
-  ].filter(Boolean);
-  const targets = [...new Set([...(partial.length ? [] : [BENCH_PAGE]), o.tableFile ?? ""])]
-    .filter(Boolean);
-  if (partial.length) log(`docs/benchmarks.md left as it was (${partial.join(", ")})`);
-  for (const file of targets) {
-    try {
-      await writeTable(file, block, log);
-      log(`table written to ${file}`);
-    } catch (e) {
-      errors++;
-      log((e as Error).message);
-    }
-  }
-  return errors ? 1 : 0;
+  return await report(o, { started, startedAt, loadBefore, errors }) ? 1 : 0;
 }
 
 for (const sig of ["SIGINT", "SIGTERM"] as const) {
