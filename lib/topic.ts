@@ -13,10 +13,10 @@ import { MemoryBudget } from "./memory/budget.ts";
 import { type Delivery, type PayloadLocation, State, StoredMessage } from "./message.ts";
 import { prefetchPayloads } from "./memory/payload_file.ts";
 import type { Wal } from "./storage/wal.ts";
+import type { Policy } from "../protocol/wire.ts";
 import {
   encodeRecord,
   FILE_HEADER_BYTES,
-  type Policy,
   type PublishRecord,
   RecordType,
   type WalRecord,

@@ -9,6 +9,9 @@ import type { ErrorCode } from "./error_codes.ts";
 /** Priorities in delivery order. */
 export type Priority = "high" | "normal" | "low";
 
+/** What a full topic does with a publish: refuse it, or drop its oldest message. */
+export type Policy = "reject" | "drop-oldest";
+
 /** The Message object: consume, peek, SSE, WebSocket and the dashboard all use it. */
 export interface MessageJson {
   /** UUIDv7. */
@@ -107,7 +110,7 @@ export interface TouchAnswer {
 /** POST /api/topics. */
 export interface TopicJson {
   name: string;
-  policy: "reject" | "drop-oldest";
+  policy: Policy;
   retain: string | null;
   visibility: string;
   max_messages: number;
@@ -132,7 +135,7 @@ export interface QueueItem {
   held_bytes: number;
   dlq_depth: number;
   groups: string[];
-  policy: "reject" | "drop-oldest";
+  policy: Policy;
   retain: string | null;
   oldest_age_seconds: number;
 }

@@ -3,7 +3,7 @@
 import { MAX_TIME_MS, MAX_VISIBILITY_MS } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
-import type { Policy } from "../lib/storage/record.ts";
+import type { Policy } from "../protocol/wire.ts";
 import { durationIn, json, needString, optString, parseIntIn, queueParam } from "./http.ts";
 import type { Accepts } from "./accepts.ts";
 import { readJson, readOptionalJson } from "./body.ts";

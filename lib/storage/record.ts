@@ -35,6 +35,7 @@
  * a new framing; replay refuses a version it does not know.
  */
 
+import type { Policy } from "../../protocol/wire.ts";
 import { crc32 } from "./crc32.ts";
 
 export const FILE_MAGIC = "FERRYWAL";
@@ -61,7 +62,6 @@ export const enum RecordType {
   Webhook = 9,
 }
 
-export type Policy = "reject" | "drop-oldest";
 const POLICIES: Policy[] = ["reject", "drop-oldest"];
 
 export interface MetaRecord {
