@@ -36,6 +36,7 @@ import { Subscribers } from "./feed.ts";
 import { Registry } from "./topics.ts";
 import { type Topic, type TopicOptions, webhookGroup } from "./topic.ts";
 import { defaultOpenWal, type OpenWal } from "./storage/wal.ts";
+import type { PushConsumer, PushPipeline } from "./push.ts";
 import { Pushers, type WebhookSend, type WebhookStatus } from "./webhooks/pusher.ts";
 import * as webhooks from "./webhooks/registry.ts";
 import type { Webhook } from "./webhooks/registry.ts";
@@ -338,6 +339,21 @@ export class Broker implements BrokerContext {
   release(name: string, group: string, id: string) {
     this.#gate();
     return deliveries.release(this, name, group, id);
+  }
+
+  /**
+   * A push consumer on `name`'s `group` (both created as a consume creates them), built by `make`
+   * from the pipeline, the topic, the group and the topic's visibility; `start()` joins it.
+   */
+  pushConsumer<C extends PushConsumer>(
+    name: string,
+    group: string,
+    make: (pipeline: PushPipeline, topic: Topic, group: Group, visibilityMs: number) => C,
+  ): C {
+    this.#gate();
+    const topic = this.getTopic(name);
+    const g = this.getGroup(topic, group);
+    return make(this.consumers, topic, g, this.effective(topic).visibilityMs);
   }
 
   /** Registers a webhook on a topic and starts pushing to it. */

@@ -9,7 +9,7 @@
 import type { Broker, Handed } from "../lib/broker.ts";
 import type { Offered } from "../lib/consumers.ts";
 import { broadcastItem, handed } from "../lib/deliveries.ts";
-import { PushConsumer } from "../lib/push.ts";
+import { PushConsumer, type PushPipeline } from "../lib/push.ts";
 import { BrokerError } from "../lib/errors.ts";
 import type { Group } from "../lib/group.ts";
 import { checkName } from "../lib/names.ts";
@@ -268,9 +268,11 @@ class Session {
           "unsubscribe first",
       );
     }
-    const t = this.broker.getTopic(topic);
-    const g = this.broker.getGroup(t, group);
-    const c = new Consuming(this, t, g, prefetch, this.broker.effective(t).visibilityMs);
+    const c = this.broker.pushConsumer(
+      topic,
+      group,
+      (pipeline, t, g, visibilityMs) => new Consuming(this, pipeline, t, g, prefetch, visibilityMs),
+    );
     this.#consuming.set(topic, c);
     this.send({ type: "subscribed", topic });
     c.start(this.broker.now()); // hands over what is ready now
@@ -352,12 +354,13 @@ function where(topic: string, group: string): string {
 class Consuming extends PushConsumer {
   constructor(
     private readonly session: Session,
+    pipeline: PushPipeline,
     topic: Topic,
     group: Group,
     readonly prefetch: number,
     visibilityMs: number,
   ) {
-    super(session.broker.consumers, topic, group, visibilityMs, () => session.broker.now());
+    super(pipeline, topic, group, visibilityMs, () => session.broker.now());
   }
 
   protected get limit(): number {
