@@ -1,0 +1,164 @@
+/**
+ * @module The broker on its address: `serve` is Deno.serve, plus listening again when the accept
+ * loop ends for good (accept() failed: no file descriptor left, too many clients holding
+ * connections), which would otherwise leave the process serving nobody. Under `deno serve
+ * main.ts`, Deno listens instead and calls a `DeferredFetch`. Nothing here exits: main.ts turns a
+ * ListenError into exit 1.
+ */
+
+import type { Config } from "./lib/config.ts";
+import type { Logger } from "./lib/log.ts";
+import { createHandler } from "./routes/app.ts";
+import { appOptions, authEnabled, type Runtime } from "./runtime.ts";
+
+/** Where the broker listens; port 0 picks a free one. */
+export type Address = { hostname: string; port: number };
+
+/** The address cannot be had (in use, denied): "cannot listen on HOST:PORT: why". */
+export class ListenError extends Error {
+  override name = "ListenError";
+}
+
+/** The runtime's broker as a request handler, with the hooks this configuration wants. */
+export function brokerHandler(
+  config: Config,
+  rt: Runtime,
+  log: Logger,
+): (req: Request) => Promise<Response> {
+  return createHandler(rt.broker, appOptions(config, log, rt));
+}
+
+/**
+ * Serves the broker on BROKER_HOST and PORT, kept listening by a Listener. Once bound it logs
+ * "listening" with what start-up recovered, and in a cluster without BROKER_ADVERTISE_URL the
+ * address bound becomes this node's URL. When the address cannot be had it logs "cannot listen"
+ * and throws a ListenError.
+ */
+export function serve(config: Config, rt: Runtime, log: Logger): Listener {
+  const { broker } = rt;
+  const onListen = ({ hostname, port }: Deno.NetAddr) => {
+    if (broker.cluster && !config.advertiseUrl) broker.cluster.url = `http://${hostname}:${port}`;
+    log.info("listening", {
+      address: hostname,
+      port,
+      data_dir: config.dataDir,
+      fsync: config.fsync,
+      topics: broker.recovery.topics,
+      messages: broker.recovery.messages,
+      recovery_ms: broker.recovery.duration_ms,
+      auth: authEnabled(config),
+    });
+  };
+  const addr = { hostname: config.host, port: config.port };
+  return listen(addr, brokerHandler(config, rt, log), log, onListen);
+}
+
+/** First and longest wait between attempts to listen again after the accept loop failed. */
+const RELISTEN_FIRST_MS = 100;
+const RELISTEN_MAX_MS = 5_000;
+
+/** Deno.serve on `addr`, kept listening; a ListenError when the address cannot be had. */
+function listen(
+  addr: Address,
+  handler: Deno.ServeHandler,
+  log: Logger,
+  onListen: (addr: Deno.NetAddr) => void,
+): Listener {
+  let server: Deno.HttpServer;
+  try {
+    server = Deno.serve({ ...addr, onListen }, handler);
+  } catch (e) {
+    const error = (e as Error).message;
+    log.error("cannot listen", { address: addr.hostname, port: addr.port, error });
+    throw new ListenError(`cannot listen on ${addr.hostname}:${addr.port}: ${error}`, { cause: e });
+  }
+  return new Listener(
+    server,
+    { hostname: addr.hostname, port: (server.addr as Deno.NetAddr).port },
+    handler,
+    log,
+  );
+}
+
+/**
+ * Keeps the broker listening: when the server's accept loop fails, logs it and serves `handler`
+ * again on the same address (the port it got), backing off from 100 ms to 5 s, until it succeeds
+ * or `shutdown()` is called.
+ */
+export class Listener {
+  #stopping = false;
+  /** Resolves once the server has shut down for good (only `shutdown()` does that). */
+  readonly finished: Promise<void>;
+
+  constructor(
+    public server: Deno.HttpServer,
+    readonly addr: Address,
+    readonly handler: Deno.ServeHandler,
+    readonly log: Logger,
+  ) {
+    this.finished = this.#watch();
+  }
+
+  async #watch(): Promise<void> {
+    let waitMs = RELISTEN_FIRST_MS;
+    while (true) {
+      try {
+        await this.server.finished;
+        return;
+      } catch (e) {
+        if (this.#stopping) return;
+        this.log.error("stopped accepting connections; listening again", {
+          error: (e as Error).message,
+          retry_ms: waitMs,
+        });
+      }
+      while (!this.#stopping) {
+        await new Promise((res) => setTimeout(res, waitMs));
+        waitMs = Math.min(waitMs * 2, RELISTEN_MAX_MS);
+        try {
+          this.server = Deno.serve({ ...this.addr, onListen: () => {} }, this.handler);
+          this.log.info("listening again", this.addr);
+          waitMs = RELISTEN_FIRST_MS;
+          break;
+        } catch (e) {
+          this.log.error("cannot listen yet", { error: (e as Error).message, retry_ms: waitMs });
+        }
+      }
+      if (this.#stopping) return;
+    }
+  }
+
+  /** Stops accepting and waits for the requests under way. */
+  shutdown(): Promise<void> {
+    this.#stopping = true;
+    return this.server.shutdown();
+  }
+}
+
+/** Whether this process is `deno serve …`, which listens itself and calls the default export. */
+export function launchedByDenoServe(): boolean {
+  try {
+    return Deno.readTextFileSync("/proc/self/cmdline").split("\0")[1] === "serve";
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The `{ fetch }` that `deno serve main.ts` calls: 503 "starting" until `ready(handler)` hands
+ * it the broker's handler, then that handler.
+ */
+export class DeferredFetch {
+  #handler: ((req: Request) => Promise<Response>) | undefined;
+
+  /** From now on, requests go to `handler`. */
+  ready(handler: (req: Request) => Promise<Response>): void {
+    this.#handler = handler;
+  }
+
+  /** What Deno calls for each request (an arrow: Deno may call it unbound). */
+  fetch = (req: Request): Promise<Response> => {
+    if (!this.#handler) return Promise.resolve(new Response("starting", { status: 503 }));
+    return this.#handler(req);
+  };
+}
