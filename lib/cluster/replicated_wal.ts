@@ -6,7 +6,7 @@
  * while the node leads.
  */
 
-import type { OpenWal, Wal } from "../storage/wal.ts";
+import type { Appended, OpenWal, Wal } from "../storage/wal.ts";
 import { encodeRecord, type WalRecord } from "../storage/record.ts";
 import type { Replicator } from "./replicator.ts";
 
@@ -28,16 +28,14 @@ class ReplicatedWal implements Wal {
   get failed() {
     return this.inner.failed;
   }
-  get lastSize() {
-    return this.inner.lastSize;
-  }
   get generation() {
     return this.inner.generation;
   }
 
-  append(record: WalRecord, after?: Promise<unknown>): Promise<void> {
-    const local = this.inner.append(record, after);
-    if (!this.replicator.active) return local;
+  append(record: WalRecord, after?: Promise<unknown>): Appended {
+    const appended = this.inner.append(record, after);
+    if (!this.replicator.active) return appended;
+    const local = appended.durable;
     const shipped = this.replicator.ship({
       kind: "record",
       topic: this.topic,
@@ -49,7 +47,9 @@ class ReplicatedWal implements Wal {
       this.#shipped = shipped;
       this.#both = Promise.all([local, shipped]).then(() => {});
     }
-    return this.#both!;
+    // The result is the caller's own: reusing it costs no second object per append.
+    appended.durable = this.#both!;
+    return appended;
   }
   #local: Promise<void> | undefined;
   #shipped: Promise<void> | undefined;
