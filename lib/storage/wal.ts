@@ -167,7 +167,10 @@ export interface Wal {
    * the record: `durable` rejects and nothing is written.
    */
   append(record: WalRecord, after?: Promise<unknown>): Appended;
-  /** Resolves once everything appended so far is durable. */
+  /**
+   * Resolves once everything appended so far is durable; at once when nothing is pending.
+   * Known gap: ReplicatedWal's waits for the leader's disk only, not for the followers' quorum.
+   */
   barrier(): Promise<void>;
   /**
    * Rewrites the file as the frames `snapshot()` yields (its point in time is when the iteration
@@ -175,11 +178,11 @@ export interface Wal {
    */
   compact(snapshot: () => Iterable<Uint8Array[]>): Promise<void>;
   /**
-   * Waits for what is queued to be durable, then closes; later appends are refused (MemoryWal,
-   * which keeps nothing, accepts them still).
+   * Waits until what is queued is on this node's disk (not for followers), then closes; later
+   * appends are refused. MemoryWal, which keeps nothing, resolves at once and accepts them still.
    */
   close(): Promise<void>;
-  /** Closes and deletes the file. */
+  /** Closes and deletes the file (ReplicatedWal also ships the deletion to its followers). */
   remove(): Promise<void>;
   /** Counts compactions: a frame's offset is an offset in the file of one generation. */
   readonly generation: number;
