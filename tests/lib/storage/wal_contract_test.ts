@@ -208,6 +208,19 @@ async function readAt(path: string, offset: number, n: number): Promise<Uint8Arr
 /** Lets timers, I/O and the replicator's turn run (long enough for an fdatasync). */
 const settle = () => new Promise((r) => setTimeout(r, 30));
 
+/** `p`, or a rejection if it is still pending after `ms`: a refusal must not hang. */
+async function within<T>(p: Promise<T>, ms = 5_000): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`still pending after ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Tracks which promises have resolved, in the order they did. */
 function tracker() {
   const order: number[] = [];
@@ -284,10 +297,10 @@ for (const impl of IMPLEMENTATIONS) {
       const gated = s.wal.append(key(1), gate.promise).durable;
       gate.reject(new Error("the copy failed"));
       if (impl.file) {
-        const e = await assertRejects(() => gated);
+        const e = await assertRejects(() => within(gated));
         assertEquals(e.message, "the copy failed");
         assertStrictEquals(s.wal.failed, e);
-        await assertRejects(() => s.wal.append(key(2)).durable);
+        await assertRejects(() => within(s.wal.append(key(2)).durable));
       } else {
         await gated;
         assertEquals(s.wal.failed, undefined);
@@ -392,7 +405,7 @@ for (const impl of IMPLEMENTATIONS) {
       if (!s.shipped) assertEquals(order, [1, 2, 3], "all queued was durable at close()");
       if (impl.file) {
         assertEquals(await seqsIn(s.path!), [1, 2, 3], "all queued was on disk at close()");
-        const e = await assertRejects(() => s.wal.append(key(4)).durable);
+        const e = await assertRejects(() => within(s.wal.append(key(4)).durable));
         assert(e.message.includes("closed"), e.message);
         await s.wal.close(); // twice is fine
         await s.wal.remove();
@@ -414,17 +427,17 @@ for (const impl of IMPLEMENTATIONS) {
       const first = s.wal.append(key(1));
       assertEquals(first.size, frameSize(key(1)));
       if (impl.file) {
-        const e = await assertRejects(() => first.durable);
+        const e = await assertRejects(() => within(first.durable));
         assertStrictEquals(s.wal.failed, e);
         const refused = s.wal.append(publish(2, "p"));
         assertStrictEquals(
-          await assertRejects(() => refused.durable),
+          await assertRejects(() => within(refused.durable)),
           e,
           "the same error, for good",
         );
         assertEquals(refused.payloadOffset, undefined, "a refused record is not in the file");
-        assertStrictEquals(await assertRejects(() => s.wal.barrier()), e);
-        assertStrictEquals(await assertRejects(() => s.wal.compact(() => [])), e);
+        assertStrictEquals(await assertRejects(() => within(s.wal.barrier())), e);
+        assertStrictEquals(await assertRejects(() => within(s.wal.compact(() => []))), e);
       } else {
         await first.durable;
         await s.wal.append(key(2)).durable;
