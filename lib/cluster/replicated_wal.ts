@@ -1,9 +1,10 @@
 /**
  * @module A topic's WAL in cluster mode: the node's own WAL, whose appends and removal a leader
- * also ships to its followers. An append then resolves once it is on the leader's disk and a
- * quorum of followers has it too. Compaction stays local (each node compacts its own files), and
- * a follower's appends (applying the stream) are not shipped: the replicator is active only
- * while the node leads.
+ * also ships to its followers. An append's `durable` then resolves once it is on the leader's
+ * disk and a quorum of followers has it too; its size and payload offset are the local file's.
+ * Compaction stays local (each node compacts its own files), and a follower's appends (applying
+ * the stream) are not shipped: the replicator is active only while the node leads. barrier()
+ * and close() wait for the local disk only (see the Wal contract).
  */
 
 import type { Appended, OpenWal, Wal } from "../storage/wal.ts";
