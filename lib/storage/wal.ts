@@ -161,8 +161,10 @@ export interface Wal {
   /**
    * Encodes and queues a record, in the calling turn. `durable` resolves when it is durable, and
    * records become durable in append order. With `after`, this record and every later one wait
-   * until `after` settles (a move between topics: the copy is durable before the removal).
-   * A file-backed log frames the record at the old `bytes`: `size` bytes read there are its
+   * until `after` settles (a move between topics: the copy is durable before the removal); an
+   * `after` that rejects fails the log with its error. The log's DurableHook hears each record
+   * before its appender does. MemoryWal has no disk: its records are durable at once, `after`
+   * or not. A file-backed log frames the record at the old `bytes`: `size` bytes read there are its
    * frame, and a PUBLISH's payload bytes sit at `payloadOffset`. A failed or closed log refuses
    * the record: `durable` rejects and nothing is written.
    */
@@ -174,7 +176,8 @@ export interface Wal {
   barrier(): Promise<void>;
   /**
    * Rewrites the file as the frames `snapshot()` yields (its point in time is when the iteration
-   * starts) followed by every record appended from then on, which stay durable and in order.
+   * starts) followed by every record appended from then on, which stay durable and in order;
+   * `generation` then counts one more. MemoryWal resolves at once without taking the snapshot.
    */
   compact(snapshot: () => Iterable<Uint8Array[]>): Promise<void>;
   /**
