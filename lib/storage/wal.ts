@@ -220,7 +220,7 @@ export class MemoryWal implements Wal {
       if (this.#pending.length === 0) queueMicrotask(() => this.#heard());
       this.#pending.push(record);
     }
-    // Sized as its frame would be, for the topic's accounting; nothing is encoded: there is no disk.
+    // Sized as its frame would be, for the topic's accounting; nothing is encoded (no disk).
     return { durable: RESOLVED, size: frameSize(record), payloadOffset: undefined };
   }
   #heard(): void {

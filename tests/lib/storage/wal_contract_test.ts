@@ -419,7 +419,7 @@ for (const impl of IMPLEMENTATIONS) {
   );
 
   t(
-    `a failed write fails the log for good: \`failed\` is set, appends, barrier() and compact() reject${
+    `a failure is for good: \`failed\` is set; appends, barrier() and compact() reject${
       memory("has nothing to fail: `failed` stays undefined")
     }`,
     async () => {
@@ -448,7 +448,7 @@ for (const impl of IMPLEMENTATIONS) {
   );
 
   t(
-    `the append result: \`size\` bytes at the old end are the frame, the payload sits at payloadOffset${
+    `append() result: \`size\` bytes at the old end are the frame; payload at payloadOffset${
       memory("no file: size is the frame's would-be size, payloadOffset undefined, bytes 0")
     }`,
     async () => {
