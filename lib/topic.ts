@@ -191,19 +191,17 @@ export class Topic {
    * reaches disk only once `after` has (see Wal.append).
    */
   commit(record: WalRecord, now: number, after?: Promise<unknown>): Promise<void> {
-    const at = this.wal.bytes;
     const generation = this.wal.generation;
-    const durable = this.wal.append(record, after);
+    const { durable, size, payloadOffset } = this.wal.append(record, after);
     this.#applied = undefined;
-    this.apply(record, now, this.wal.lastSize);
+    this.apply(record, now, size);
     const msg = this.#applied as StoredMessage | undefined; // set by the apply() of a PUBLISH
     if (
-      msg && !msg.onDisk && record.type === RecordType.Publish &&
+      msg && !msg.onDisk && payloadOffset !== undefined && record.type === RecordType.Publish &&
       (this.memory.cache.bounded || record.payload.length >= this.diskPayloadMin)
     ) {
-      // Once durable, the payload is in the file too: the frame ends with it.
-      const offset = at + this.wal.lastSize - record.payload.length;
-      durable.then(() => this.#durable(msg, generation, offset), () => {});
+      // Once durable, the payload is in the file too, at payloadOffset of this generation.
+      durable.then(() => this.#durable(msg, generation, payloadOffset), () => {});
     }
     return durable;
   }

@@ -1,12 +1,13 @@
 /**
  * @module A topic's WAL in cluster mode: the node's own WAL, whose appends and removal a leader
- * also ships to its followers. An append then resolves once it is on the leader's disk and a
- * quorum of followers has it too. Compaction stays local (each node compacts its own files), and
- * a follower's appends (applying the stream) are not shipped: the replicator is active only
- * while the node leads.
+ * also ships to its followers. An append's `durable` then resolves once it is on the leader's
+ * disk and a quorum of followers has it too; its size and payload offset are the local file's.
+ * Compaction stays local (each node compacts its own files), and a follower's appends (applying
+ * the stream) are not shipped: the replicator is active only while the node leads. barrier()
+ * and close() wait for the local disk only (see the Wal contract).
  */
 
-import type { OpenWal, Wal } from "../storage/wal.ts";
+import type { Appended, OpenWal, Wal } from "../storage/wal.ts";
 import { encodeRecord, type WalRecord } from "../storage/record.ts";
 import type { Replicator } from "./replicator.ts";
 
@@ -28,16 +29,14 @@ class ReplicatedWal implements Wal {
   get failed() {
     return this.inner.failed;
   }
-  get lastSize() {
-    return this.inner.lastSize;
-  }
   get generation() {
     return this.inner.generation;
   }
 
-  append(record: WalRecord, after?: Promise<unknown>): Promise<void> {
-    const local = this.inner.append(record, after);
-    if (!this.replicator.active) return local;
+  append(record: WalRecord, after?: Promise<unknown>): Appended {
+    const appended = this.inner.append(record, after);
+    if (!this.replicator.active) return appended;
+    const local = appended.durable;
     const shipped = this.replicator.ship({
       kind: "record",
       topic: this.topic,
@@ -49,7 +48,9 @@ class ReplicatedWal implements Wal {
       this.#shipped = shipped;
       this.#both = Promise.all([local, shipped]).then(() => {});
     }
-    return this.#both!;
+    // The result is the caller's own: reusing it costs no second object per append.
+    appended.durable = this.#both!;
+    return appended;
   }
   #local: Promise<void> | undefined;
   #shipped: Promise<void> | undefined;

@@ -2,7 +2,7 @@
  * @module One topic's WAL file: a group-commit writer and the compaction swap. Record layout
  * is in record.ts, start-up replay in replay.ts.
  *
- * Group commit: append() queues a frame and returns the promise of its batch. One flush at a
+ * Group commit: append() queues a frame and hands back the promise of its batch. One flush at a
  * time takes every queued frame, writes them with one write and (fsync=always) one fdatasync,
  * then resolves the batch; frames queued meanwhile form the next batch. A failed flush fails
  * every later append too, on purpose: the broker then reports itself unhealthy.
@@ -18,6 +18,7 @@ import {
   FILE_HEADER_BYTES,
   fileHeader,
   frameSize,
+  RecordType,
   type WalRecord,
 } from "./record.ts";
 
@@ -124,28 +125,67 @@ export function defaultOpenWal(
     });
 }
 
-/** The durable log of one topic. `:memory:` brokers use MemoryWal instead. */
-export interface Wal {
-  /** Bytes in the file, counting frames not yet flushed. */
-  readonly bytes: number;
-  readonly failed: Error | undefined;
-  /** Frame bytes of the record appended last (for compaction accounting). */
-  readonly lastSize: number;
+/**
+ * What `Wal.append` tells its caller, in the turn of the append. A fresh object per append,
+ * owned by the caller (a wrapper may replace `durable` in it).
+ */
+export interface Appended {
+  /** Resolves once the record is durable; rejects if the log has failed or is closed. */
+  durable: Promise<void>;
+  /** The record's frame bytes in the file (what compaction accounting counts). */
+  size: number;
   /**
-   * Encodes and queues a record; resolves when it is durable. With `after`, this record and
-   * every later one wait until `after` settles (a move between topics: the copy is durable
-   * before the removal).
+   * File offset where a PUBLISH record's payload bytes start, in the generation current at the
+   * append (`Wal.generation` read in the same turn); undefined for other records, after a
+   * refused append, and for a log without a file (MemoryWal).
    */
-  append(record: WalRecord, after?: Promise<unknown>): Promise<void>;
-  /** Resolves once everything appended so far is durable. */
+  payloadOffset?: number;
+}
+
+/**
+ * The durable log of one topic. `:memory:` brokers use MemoryWal instead. The contract below is
+ * what tests/lib/storage/wal_contract_test.ts checks against every implementation.
+ */
+export interface Wal {
+  /**
+   * Bytes in the file, counting frames not yet flushed: the offset the next frame gets. Grows by
+   * each append's `size`; a compaction sets it to the rewritten file's length. Always 0 in
+   * MemoryWal.
+   */
+  readonly bytes: number;
+  /**
+   * The error that failed the log for good (a write, fsync or open that failed), or undefined.
+   * Once set, append's `durable`, barrier() and compact() reject with it.
+   */
+  readonly failed: Error | undefined;
+  /**
+   * Encodes and queues a record, in the calling turn. `durable` resolves when it is durable, and
+   * records become durable in append order. With `after`, this record and every later one wait
+   * until `after` settles (a move between topics: the copy is durable before the removal); an
+   * `after` that rejects fails the log with its error. The log's DurableHook hears each record
+   * before its appender does. MemoryWal has no disk: its records are durable at once, `after`
+   * or not. A file-backed log frames the record at the old `bytes`: `size` bytes read there are its
+   * frame, and a PUBLISH's payload bytes sit at `payloadOffset`. A failed or closed log refuses
+   * the record: `durable` rejects and nothing is written.
+   */
+  append(record: WalRecord, after?: Promise<unknown>): Appended;
+  /**
+   * Resolves once everything appended so far is durable; at once when nothing is pending.
+   * Known gap: ReplicatedWal's waits for the leader's disk only, not for the followers' quorum.
+   */
   barrier(): Promise<void>;
   /**
    * Rewrites the file as the frames `snapshot()` yields (its point in time is when the iteration
-   * starts) followed by every record appended from then on.
+   * starts) followed by every record appended from then on, which stay durable and in order;
+   * `generation` then counts one more. MemoryWal resolves at once without taking the snapshot.
    */
   compact(snapshot: () => Iterable<Uint8Array[]>): Promise<void>;
+  /**
+   * Waits until what is queued is on this node's disk (not for followers), then closes; later
+   * appends are refused. MemoryWal, which keeps nothing, resolves at once and accepts them still.
+   */
   close(): Promise<void>;
-  /** Closes and deletes the file. */
+  /** Closes and deletes the file (ReplicatedWal also ships the deletion to its followers). */
   remove(): Promise<void>;
   /** Counts compactions: a frame's offset is an offset in the file of one generation. */
   readonly generation: number;
@@ -167,7 +207,6 @@ export class MemoryWal implements Wal {
   constructor(private readonly onDurable?: DurableHook) {}
   bytes = 0;
   failed = undefined;
-  lastSize = 0;
   generation = 0;
   locate(): undefined {
     return undefined;
@@ -176,13 +215,13 @@ export class MemoryWal implements Wal {
     return undefined;
   }
   releaseRetired(): void {}
-  append(record: WalRecord): Promise<void> {
-    this.lastSize = frameSize(record); // nothing is encoded: there is no disk
+  append(record: WalRecord): Appended {
     if (this.onDurable) {
       if (this.#pending.length === 0) queueMicrotask(() => this.#heard());
       this.#pending.push(record);
     }
-    return RESOLVED;
+    // Sized as its frame would be, for the topic's accounting; nothing is encoded (no disk).
+    return { durable: RESOLVED, size: frameSize(record), payloadOffset: undefined };
   }
   #heard(): void {
     const records = this.#pending;
@@ -201,6 +240,11 @@ export class MemoryWal implements Wal {
   remove(): Promise<void> {
     return RESOLVED;
   }
+}
+
+/** An append a failed or closed log refuses: nothing is written, and `durable` rejects. */
+function refused(record: WalRecord, e: Error): Appended {
+  return { durable: Promise.reject(e), size: frameSize(record), payloadOffset: undefined };
 }
 
 /** Frames that become durable together, encoded back to back in `buf`. */
@@ -261,7 +305,6 @@ function reserve(b: Batch, need: number): void {
 export class FileWal implements Wal {
   bytes: number;
   failed: Error | undefined;
-  lastSize = 0;
   #file: Deno.FsFile | undefined;
   #opening: Promise<void> | undefined;
   /** Batches not yet written, in file order. */
@@ -316,10 +359,11 @@ export class FileWal implements Wal {
     if (opts.replayed) this.#retired.push(opts.replayed);
   }
 
-  append(record: WalRecord, after?: Promise<unknown>): Promise<void> {
-    if (this.failed) return Promise.reject(this.failed);
-    if (this.#closed) return Promise.reject(new Error(`WAL ${this.path} is closed`));
+  append(record: WalRecord, after?: Promise<unknown>): Appended {
+    if (this.failed) return refused(record, this.failed);
+    if (this.#closed) return refused(record, new Error(`WAL ${this.path} is closed`));
     const size = frameSize(record);
+    const offset = this.bytes; // where this frame goes in the file
     let batch = this.#queue[this.#queue.length - 1];
     if (!batch || after) {
       // A gated record starts a batch of its own, so records queued before it are not held back.
@@ -331,10 +375,16 @@ export class FileWal implements Wal {
     batch.bytes += encodeRecordInto(record, batch.buf, batch.view, at);
     if (this.#capture) this.#capture.push(batch.buf.slice(at, batch.bytes));
     if (this.opts.onDurable) (batch.records ??= []).push(record);
-    this.lastSize = size;
     this.bytes += size;
     if (!this.#flushing && !this.#held) this.#flushing = this.#flushLoop();
-    return batch.done.promise;
+    return {
+      durable: batch.done.promise,
+      size,
+      // The frame ends with the payload (record.ts).
+      payloadOffset: record.type === RecordType.Publish
+        ? offset + size - record.payload.length
+        : undefined,
+    };
   }
 
   /** A batch on a spare buffer when one fits: allocating (and zeroing) per batch showed in p99. */

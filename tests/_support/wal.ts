@@ -4,7 +4,7 @@
  */
 
 import type { PayloadLocation } from "../../lib/message.ts";
-import type { FileWal, Wal } from "../../lib/storage/wal.ts";
+import type { Appended, FileWal, Wal } from "../../lib/storage/wal.ts";
 import type { WalRecord } from "../../lib/storage/record.ts";
 
 export class DelegatingWal implements Wal {
@@ -15,13 +15,10 @@ export class DelegatingWal implements Wal {
   get failed(): Error | undefined {
     return this.inner.failed;
   }
-  get lastSize(): number {
-    return this.inner.lastSize;
-  }
   get generation(): number {
     return this.inner.generation;
   }
-  append(record: WalRecord, after?: Promise<unknown>): Promise<void> {
+  append(record: WalRecord, after?: Promise<unknown>): Appended {
     return this.inner.append(record, after);
   }
   compact(snapshot: () => Iterable<Uint8Array[]>): Promise<void> {

@@ -7,7 +7,7 @@ import { deadLetter, dlqName, exhausted, redrive } from "../../lib/dead_letter.t
 import { take } from "../../lib/deliveries.ts";
 import { silentLogger } from "../../lib/log.ts";
 import { heldSize } from "../../lib/memory/budget.ts";
-import { FileWal, type Wal, type WalInit } from "../../lib/storage/wal.ts";
+import { type Appended, FileWal, type Wal, type WalInit } from "../../lib/storage/wal.ts";
 import { RecordType, type WalRecord } from "../../lib/storage/record.ts";
 import { replayFile } from "../../lib/storage/replay.ts";
 import { bytes, openBroker, T0, text, texts } from "./_broker.ts";
@@ -96,11 +96,12 @@ class SlowFsync extends DelegatingWal {
     this.held = false;
     this.#release.resolve();
   }
-  override append(record: WalRecord, after?: Promise<unknown>): Promise<void> {
+  override append(record: WalRecord, after?: Promise<unknown>): Appended {
     const written = this.inner.append(record, after);
     if (!this.held) return written;
     const released = this.#release.promise;
-    return written.then(() => released);
+    written.durable = written.durable.then(() => released);
+    return written;
   }
 }
 

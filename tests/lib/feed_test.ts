@@ -3,7 +3,13 @@ import { assert, assertEquals, assertThrows } from "../_support/assert.ts";
 import { Broker } from "../../lib/broker.ts";
 import { type Config, defaultConfig } from "../../lib/config.ts";
 import type { FeedEvent } from "../../lib/feed.ts";
-import { FileWal, type OpenWal, type Wal, type WalInit } from "../../lib/storage/wal.ts";
+import {
+  type Appended,
+  FileWal,
+  type OpenWal,
+  type Wal,
+  type WalInit,
+} from "../../lib/storage/wal.ts";
 import { RecordType, type WalRecord } from "../../lib/storage/record.ts";
 import { silentLogger } from "../../lib/log.ts";
 
@@ -118,7 +124,7 @@ class GatedWal extends DelegatingWal {
   constructor(inner: FileWal, private readonly gate: () => Promise<void> | undefined) {
     super(inner);
   }
-  override append(record: WalRecord, after?: Promise<unknown>): Promise<void> {
+  override append(record: WalRecord, after?: Promise<unknown>): Appended {
     const gate = this.gate();
     return this.inner.append(record, gate ? (after ? Promise.all([after, gate]) : gate) : after);
   }

@@ -1,14 +1,14 @@
 import { assertEquals } from "../_support/assert.ts";
 import { Broker } from "../../lib/broker.ts";
 import { defaultConfig, IDEMPOTENCY_WINDOW_MS as W, MAX_ATTEMPTS } from "../../lib/config.ts";
-import { MemoryWal } from "../../lib/storage/wal.ts";
+import { type Appended, MemoryWal } from "../../lib/storage/wal.ts";
 import { RecordType, type WalRecord } from "../../lib/storage/record.ts";
 import { bytes, T0, texts } from "./_broker.ts";
 
 /** A MemoryWal that remembers the type of every record appended to it. */
 class RecordingWal extends MemoryWal {
   readonly types: RecordType[] = [];
-  override append(record: WalRecord): Promise<void> {
+  override append(record: WalRecord): Appended {
     this.types.push(record.type);
     return super.append(record);
   }

@@ -5,10 +5,11 @@ import { assert, assertEquals } from "../_support/assert.ts";
 import { IDEMPOTENCY_WINDOW_MS as W } from "../../lib/config.ts";
 import { keySize } from "../../lib/idempotency.ts";
 import { heldSize, MemoryBudget } from "../../lib/memory/budget.ts";
-import { MemoryWal } from "../../lib/storage/wal.ts";
+import { type Appended, MemoryWal } from "../../lib/storage/wal.ts";
 import {
   decodeRecord,
   FRAME_HEADER_BYTES,
+  frameSize,
   RecordType,
   type WalRecord,
 } from "../../lib/storage/record.ts";
@@ -17,9 +18,13 @@ import { memTopic, publishRecord, put, T0 } from "./_broker.ts";
 /** A MemoryWal that keeps every record appended to it. */
 class RecordingWal extends MemoryWal {
   readonly records: WalRecord[] = [];
-  override append(record: WalRecord): Promise<void> {
+  /** The size each append reported. */
+  readonly sizes: number[] = [];
+  override append(record: WalRecord): Appended {
     this.records.push(record);
-    return super.append(record);
+    const appended = super.append(record);
+    this.sizes.push(appended.size);
+    return appended;
   }
 }
 
@@ -153,8 +158,9 @@ Deno.test("Topic.commit() appends the record to its WAL, then applies it", async
     2,
   ]]);
   assertEquals([topic.seq, topic.nextSeq(), topic.messages.size], [2, 3, 2]);
-  assertEquals(topic.messages.get("m1")!.size, wal.lastSize, "sized as its frame");
-  assertEquals(topic.liveBytes, 2 * wal.lastSize);
+  assertEquals(wal.sizes, wal.records.map(frameSize), "appends report frame sizes");
+  assertEquals(topic.messages.get("m1")!.size, wal.sizes[0], "sized as its frame");
+  assertEquals(topic.liveBytes, wal.sizes[0]! + wal.sizes[1]!);
 });
 
 Deno.test("Topic.expireIfDue() keeps an in-flight copy until its lease ends", async () => {

@@ -11,8 +11,8 @@ import { Replicator, type Session } from "../../../lib/cluster/replicator.ts";
 import { ClusterState } from "../../../lib/cluster/state.ts";
 import { defaultConfig } from "../../../lib/config.ts";
 import { Logger } from "../../../lib/log.ts";
-import { defaultOpenWal, MemoryWal } from "../../../lib/storage/wal.ts";
-import type { WalRecord } from "../../../lib/storage/record.ts";
+import { type Appended, defaultOpenWal, MemoryWal } from "../../../lib/storage/wal.ts";
+import { frameSize, type WalRecord } from "../../../lib/storage/record.ts";
 import { bytes, T0, texts } from "../_broker.ts";
 
 const quiet = new Logger("error", () => {});
@@ -95,8 +95,9 @@ Deno.test("Follower: a write that fails ends its part: no ack, and the transport
   const l = await leader();
   let failing = false;
   class FlakyWal extends MemoryWal {
-    override append(record: WalRecord): Promise<void> {
-      return failing ? Promise.reject(new Error("disk full")) : super.append(record);
+    override append(record: WalRecord): Appended {
+      if (!failing) return super.append(record);
+      return { durable: Promise.reject(new Error("disk full")), size: frameSize(record) };
     }
   }
   const broker = await Broker.open(config, {

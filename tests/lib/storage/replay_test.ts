@@ -27,8 +27,9 @@ async function walOf(n: number) {
   const frames: { offset: number; size: number }[] = [];
   for (let i = 1; i <= n; i++) {
     const offset = wal.bytes;
-    await wal.append(key(i));
-    frames.push({ offset, size: wal.bytes - offset });
+    const { durable, size } = wal.append(key(i));
+    await durable;
+    frames.push({ offset, size });
   }
   await wal.close();
   return { dir, path, frames, bytes: await Deno.readFile(path) };
@@ -48,7 +49,7 @@ Deno.test("replayFile() cuts a torn tail, logs it, and keeps every whole record"
   const dir = await Deno.makeTempDir();
   const path = `${dir}/t.wal`;
   const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
-  for (let i = 1; i <= 10; i++) await wal.append(key(i));
+  for (let i = 1; i <= 10; i++) await wal.append(key(i)).durable;
   await wal.close();
   const full = (await Deno.stat(path)).size;
   await Deno.truncate(path, full - 3); // the last record loses its end
@@ -61,7 +62,7 @@ Deno.test("replayFile() cuts a torn tail, logs it, and keeps every whole record"
   assertEquals((await cutFile(dir)).length, full - 3 - result.validBytes, "the tail is kept");
   // The cut file takes new records after the surviving ones.
   const again = new FileWal(path, dir, result.validBytes, { fsync: "always", log: silentLogger });
-  await again.append(key(11));
+  await again.append(key(11)).durable;
   await again.close();
   assertEquals((await replayAll(path)).seen, [1, 2, 3, 4, 5, 6, 7, 8, 9, 11]);
   await Deno.remove(dir, { recursive: true });
@@ -71,7 +72,7 @@ Deno.test("replayFile() cuts a last record whose checksum fails", async () => {
   const dir = await Deno.makeTempDir();
   const path = `${dir}/t.wal`;
   const wal = new FileWal(path, dir, 0, { fsync: "never", log: silentLogger });
-  for (let i = 1; i <= 5; i++) await wal.append(key(i));
+  for (let i = 1; i <= 5; i++) await wal.append(key(i)).durable;
   await wal.close();
   const bytes = await Deno.readFile(path);
   bytes[bytes.length - 2]! ^= 0xff;
@@ -86,7 +87,7 @@ Deno.test("replayFile() refuses an unknown file version instead of losing data",
   const dir = await Deno.makeTempDir();
   const path = `${dir}/t.wal`;
   const wal = new FileWal(path, dir, 0, { fsync: "never", log: silentLogger });
-  await wal.append(key(1));
+  await wal.append(key(1)).durable;
   await wal.close();
   const bytes = await Deno.readFile(path);
   bytes[8] = 9; // file version 9

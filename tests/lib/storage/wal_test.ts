@@ -23,7 +23,7 @@ Deno.test("FileWal.append() shares one fsync among concurrent appends (group com
     onFsync: (s) => fsyncs.push(s),
   });
   // 200 appends issued in one turn: the first flush carries one, the next carries the rest.
-  await Promise.all(Array.from({ length: 200 }, (_, i) => wal.append(key(i + 1))));
+  await Promise.all(Array.from({ length: 200 }, (_, i) => wal.append(key(i + 1)).durable));
   await wal.close();
   assert(fsyncs.length <= 3, `expected group commit, got ${fsyncs.length} fsyncs`);
   const { seen, result } = await replayAll(`${dir}/t.wal`);
@@ -36,18 +36,18 @@ Deno.test("FileWal.compact() keeps records appended while it runs", async () => 
   const dir = await Deno.makeTempDir();
   const path = `${dir}/t.wal`;
   const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
-  for (let i = 1; i <= 100; i++) await wal.append(key(i));
+  for (let i = 1; i <= 100; i++) await wal.append(key(i)).durable;
   // Snapshot: only the last 10 keys still matter. Appends race with the compaction.
   const racing: Promise<void>[] = [];
   const compaction = wal.compact(() => {
     queueMicrotask(() => {
-      for (let i = 101; i <= 150; i++) racing.push(wal.append(key(i)));
+      for (let i = 101; i <= 150; i++) racing.push(wal.append(key(i)).durable);
     });
     return [Array.from({ length: 10 }, (_, i) => encodeRecord(key(91 + i)))];
   });
   await compaction;
   await Promise.all(racing);
-  for (let i = 151; i <= 160; i++) await wal.append(key(i));
+  for (let i = 151; i <= 160; i++) await wal.append(key(i)).durable;
   await wal.close();
   const { seen } = await replayAll(path);
   const expected = [...Array.from({ length: 10 }, (_, i) => 91 + i)];
@@ -72,7 +72,7 @@ Deno.test("FileWal.releaseRetired() lets go of a replaced file, and close() wait
   const dir = await Deno.makeTempDir();
   const path = `${dir}/t.wal`;
   const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
-  for (let i = 1; i <= 100; i++) await wal.append(key(i));
+  for (let i = 1; i <= 100; i++) await wal.append(key(i)).durable;
   await wal.compact(() => [[encodeRecord(key(100))]]);
   // Until released, the replaced file stays readable whole (payloads may still be read from it).
   const held = await replacedOpen(path);
@@ -90,9 +90,9 @@ Deno.test("FileWal.append(frame, after) writes the frame only once `after` settl
   const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
   let release!: () => void;
   const gate = new Promise<void>((r) => release = r);
-  const before = wal.append(key(1));
-  const gated = wal.append(key(2), gate);
-  const later = wal.append(key(3));
+  const before = wal.append(key(1)).durable;
+  const gated = wal.append(key(2), gate).durable;
+  const later = wal.append(key(3)).durable;
   await before; // not held back by the gate behind it
   assertEquals((await replayAll(path)).seen, [1]);
   let laterDone = false;
@@ -112,7 +112,7 @@ Deno.test("FileWal opens an empty file by writing its header; barrier() then res
   await Deno.writeFile(path, new Uint8Array());
   const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
   await wal.barrier();
-  await wal.append(key(1));
+  await wal.append(key(1)).durable;
   await wal.close();
   assertEquals((await replayAll(path)).seen, [1]);
   await Deno.remove(dir, { recursive: true });
@@ -128,7 +128,7 @@ Deno.test("FileWal zero-fills ahead of small, frequent commits; close and replay
   const dir = await Deno.makeTempDir();
   const path = `${dir}/t.wal`;
   let wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
-  for (let i = 1; i <= 100; i++) await wal.append(key(i)); // one commit each
+  for (let i = 1; i <= 100; i++) await wal.append(key(i)).durable; // one commit each
   const logical = wal.bytes;
   const before = await tail(path, logical);
   assert(before.size >= logical + 512 * 1024, `a zero-filled stretch: ${before.size} B`);
@@ -152,7 +152,7 @@ Deno.test("FileWal zero-fills ahead of small, frequent commits; close and replay
 
   // After the crash, appends land where the log ended.
   wal = new FileWal(crashed, dir, result.validBytes, { fsync: "always", log: silentLogger });
-  for (let i = 101; i <= 110; i++) await wal.append(key(i));
+  for (let i = 101; i <= 110; i++) await wal.append(key(i)).durable;
   await wal.close();
   assertEquals((await replayAll(crashed)).seen, Array.from({ length: 110 }, (_, i) => i + 1));
   await Deno.remove(dir, { recursive: true });
@@ -172,7 +172,7 @@ Deno.test("FileWal appends plainly for large commits, and without fsync=always",
   ) {
     const path = `${dir}/${name}.wal`;
     const wal = new FileWal(path, dir, 0, { fsync, log: silentLogger });
-    for (let i = 1; i <= 100; i++) await wal.append(record(i));
+    for (let i = 1; i <= 100; i++) await wal.append(record(i)).durable;
     assertEquals((await tail(path, 0)).size, wal.bytes, `${name}: no zeros after the log`);
     await wal.close();
     assertEquals((await replayAll(path)).seen.length, 100);
@@ -184,10 +184,10 @@ Deno.test("FileWal.compact() starts the new file without zeros, and fills it onc
   const dir = await Deno.makeTempDir();
   const path = `${dir}/t.wal`;
   const wal = new FileWal(path, dir, 0, { fsync: "always", log: silentLogger });
-  for (let i = 1; i <= 100; i++) await wal.append(key(i));
+  for (let i = 1; i <= 100; i++) await wal.append(key(i)).durable;
   await wal.compact(() => [[encodeRecord(key(100))]]);
   assertEquals((await tail(path, 0)).size, wal.bytes, "the compacted file ends at its log");
-  for (let i = 101; i <= 200; i++) await wal.append(key(i));
+  for (let i = 101; i <= 200; i++) await wal.append(key(i)).durable;
   const after = await tail(path, wal.bytes);
   assert(after.size > wal.bytes && after.zeros, "zero-filled again");
   await wal.close();
