@@ -4,7 +4,7 @@
  * disk and a quorum of followers has it too; its size and payload offset are the local file's.
  * Compaction stays local (each node compacts its own files), and a follower's appends (applying
  * the stream) are not shipped: the replicator is active only while the node leads. barrier()
- * and close() wait for the local disk only (see the Wal contract).
+ * waits for the quorum too while leading; close() waits for the local disk only.
  */
 
 import type { Appended, OpenWal, Wal } from "../storage/wal.ts";
@@ -57,7 +57,10 @@ class ReplicatedWal implements Wal {
   #both: Promise<void> | undefined;
 
   barrier(): Promise<void> {
-    return this.inner.barrier();
+    const local = this.inner.barrier();
+    // Records ship in order: the quorum of the last one shipped covers every earlier one.
+    const shipped = this.replicator.active ? this.#shipped : undefined;
+    return shipped ? Promise.all([local, shipped]).then(() => {}) : local;
   }
   compact(snapshot: () => Iterable<Uint8Array[]>): Promise<void> {
     return this.inner.compact(snapshot);

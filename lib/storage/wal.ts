@@ -170,8 +170,8 @@ export interface Wal {
    */
   append(record: WalRecord, after?: Promise<unknown>): Appended;
   /**
-   * Resolves once everything appended so far is durable; at once when nothing is pending.
-   * Known gap: ReplicatedWal's waits for the leader's disk only, not for the followers' quorum.
+   * Resolves once everything appended so far is durable (for a replicated log on a leader: on
+   * its disk and with a quorum of followers); at once when nothing is pending.
    */
   barrier(): Promise<void>;
   /**

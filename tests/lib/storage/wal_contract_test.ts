@@ -53,11 +53,6 @@ interface Implementation {
   /** Whether it keeps a file: MemoryWal does not, and the tests say what it does instead. */
   file: boolean;
   open(opts?: OpenOptions): Promise<Subject>;
-  /**
-   * Set where barrier() falls short of the contract today (see the ignored test at the end):
-   * the suite then checks only what barrier() does give.
-   */
-  barrierGap?: string;
 }
 
 async function tempDir(): Promise<string> {
@@ -135,7 +130,6 @@ const IMPLEMENTATIONS: Implementation[] = [
   {
     name: "ReplicatedWal",
     file: true,
-    barrierGap: "it waits for the leader's disk, not for the followers' quorum",
     async open(opts = {}) {
       const dir = await tempDir();
       const replicator = new Replicator(1, new Logger("error", () => {}));
@@ -310,9 +304,7 @@ for (const impl of IMPLEMENTATIONS) {
   );
 
   t(
-    `barrier() resolves once everything appended before it is durable, and at once when idle${
-      impl.barrierGap ? ` (KNOWN GAP, ${impl.name}: ${impl.barrierGap})` : ""
-    }`,
+    "barrier() resolves once everything appended before it is durable, and at once when idle",
     async () => {
       const s = await impl.open();
       await s.wal.barrier(); // nothing appended yet
@@ -324,7 +316,7 @@ for (const impl of IMPLEMENTATIONS) {
       if (s.path) {
         assertEquals(await seqsIn(s.path), [1, 2, 3, 4], "on disk when barrier() resolved");
       }
-      if (!impl.barrierGap) assertEquals(order, [1, 2, 3, 4], "durable when barrier() resolved");
+      assertEquals(order, [1, 2, 3, 4], "durable when barrier() resolved");
       await Promise.all(all);
       await s.wal.barrier(); // idle again
       await s.dispose();
@@ -522,9 +514,7 @@ function text(b: Uint8Array): string {
 }
 
 Deno.test({
-  name:
-    "ReplicatedWal: barrier() waits for the followers' quorum too (KNOWN GAP: ignored until fixed)",
-  ignore: true,
+  name: "ReplicatedWal: barrier() waits for the followers' quorum too",
   async fn() {
     const s = await IMPLEMENTATIONS.find((i) => i.name === "ReplicatedWal")!.open();
     s.holdAcks!(true);
