@@ -92,7 +92,7 @@ export function memTopic(
 
 /** A PUBLISH record for `topic` (next seq) with defaults: normal priority, every group, now. */
 export function publishRecord(
-  topic: Topic,
+  topic: Pick<Topic, "nextSeq">,
   id: string,
   payload: string | Uint8Array,
   fields: Partial<PublishRecord> = {},

@@ -25,10 +25,10 @@ import {
   RecordType,
   type WalRecord,
 } from "../../../lib/storage/record.ts";
-import { NORMAL } from "../../../lib/message.ts";
 import { replicatedOpenWal } from "../../../lib/cluster/replicated_wal.ts";
 import { type ReplicaLink, Replicator } from "../../../lib/cluster/replicator.ts";
 import { decodeMessage } from "../../../lib/cluster/replica_stream.ts";
+import { publishRecord } from "../_broker.ts";
 
 /** One log under test, and what the test may look at besides the `Wal` interface. */
 interface Subject {
@@ -160,23 +160,10 @@ function key(seq: number): WalRecord {
 }
 
 function publish(seq: number, payload: string): PublishRecord {
-  return {
-    type: RecordType.Publish,
-    seq,
-    id: `m${seq}`,
+  return publishRecord({ nextSeq: () => seq }, `m${seq}`, payload, {
     timestamp: 1,
-    priority: NORMAL,
-    merge: false,
-    expiresAt: 0,
-    redriveCount: 0,
-    idemKey: undefined,
-    reason: undefined,
-    origin: undefined,
     headers: ["x-a", "b"],
-    deliveries: undefined,
-    dueAt: 0,
-    payload: new TextEncoder().encode(payload),
-  };
+  });
 }
 
 /** The seqs of the whole frames in the file, read without changing it (zeros end the log). */
