@@ -46,6 +46,17 @@ export type { ConsumeOptions, Handed, Leased, Requeued } from "./deliveries.ts";
 export type { Published, PublishOptions } from "./publish.ts";
 export type { BatchItem } from "./publish_batch.ts";
 
+/** A cluster node's view of its peers; the lags and the synchronous set only while it leads. */
+export interface ClusterView {
+  state: ClusterState;
+  /** Records each follower has yet to acknowledge, by node id. */
+  lag: Map<string, number> | undefined;
+  /** Seconds the oldest unacknowledged record of each follower has waited, by node id. */
+  lagSeconds: Map<string, number> | undefined;
+  /** The followers whose acks a write waits for. */
+  synchronous: ReadonlySet<string>;
+}
+
 /** Options of Broker.open. */
 export interface OpenOptions {
   clock?: () => number;
@@ -439,6 +450,19 @@ export class Broker implements BrokerContext {
    * Makes this broker a node of a cluster: it writes only while `state` says it leads, ships
    * its writes through `replicator` then, and pushes to webhooks only then.
    */
+  /** What this node knows of its cluster, for status pages; undefined outside cluster mode. */
+  clusterView(): ClusterView | undefined {
+    const state = this.cluster;
+    if (!state) return undefined;
+    const r = state.role === "leader" ? this.replicator : undefined;
+    return {
+      state,
+      lag: r?.lag(),
+      lagSeconds: r?.lagSeconds(),
+      synchronous: new Set(r?.standbys ?? []),
+    };
+  }
+
   attachCluster(state: ClusterState, replicator: Replicator): void {
     this.cluster = state;
     this.replicator = replicator;

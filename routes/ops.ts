@@ -5,8 +5,8 @@ import { json } from "./http.ts";
 import type { AfterHook, Ctx, Route } from "./router.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { RATE_INTERVAL_MS } from "../lib/rates.ts";
-import type { ClusterStatus, RatePointJson, RatesJson } from "../protocol/wire.ts";
-import { isoTime, rateJson, statsJson } from "./wire.ts";
+import type { RatePointJson, RatesJson } from "../protocol/wire.ts";
+import { clusterStatusJson, rateJson, standaloneStatusJson, statsJson } from "./wire.ts";
 import { jsonAnswer, query, type RouteDoc, TOPIC_NAME } from "./route_doc.ts";
 
 function stats(_req: Request, { broker }: Ctx): Response {
@@ -36,40 +36,8 @@ function rates(_req: Request, { broker, query }: Ctx): Response {
 }
 
 function clusterStatus(req: Request, { broker }: Ctx): Response {
-  const c = broker.cluster;
-  if (c) {
-    const lag = c.role === "leader" ? broker.replicator?.lag() : undefined;
-    const lagSeconds = c.role === "leader" ? broker.replicator?.lagSeconds() : undefined;
-    const sync = new Set(c.role === "leader" ? broker.replicator?.standbys : []);
-    return json(
-      ({
-        mode: "cluster",
-        node_id: c.id,
-        role: c.role,
-        term: c.term,
-        leader: c.leader?.url ?? null,
-        peers: c.peers.map((p) => ({
-          id: p.id,
-          address: p.url,
-          role: c.roleOf(p),
-          healthy: p.healthy,
-          last_seen: isoTime(p.lastSeen),
-          lag_records: lag?.get(p.id) ?? null,
-          lag_seconds: lagSeconds?.get(p.id) ?? null,
-          synchronous: sync.has(p.id),
-        })),
-      }) satisfies ClusterStatus,
-    );
-  }
-  // Standalone, this node leads itself; its address is the one the caller reached it at.
-  return json({
-    mode: "standalone",
-    node_id: broker.nodeId,
-    role: "leader",
-    term: 0,
-    leader: hostOf(req),
-    peers: [],
-  });
+  const view = broker.clusterView();
+  return json(view ? clusterStatusJson(view) : standaloneStatusJson(broker.nodeId, hostOf(req)));
 }
 
 /** The Host the caller used, when it looks like an authority (it is the client's to set). */

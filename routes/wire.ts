@@ -4,7 +4,7 @@
  */
 
 import { isUtf8 } from "node:buffer";
-import type { Broker, Handed, Leased, Published, Requeued } from "../lib/broker.ts";
+import type { Broker, ClusterView, Handed, Leased, Published, Requeued } from "../lib/broker.ts";
 import type { Group } from "../lib/group.ts";
 import { PRIORITIES } from "../lib/message.ts";
 import type { RatePoint } from "../lib/rates.ts";
@@ -12,6 +12,7 @@ import type { GroupFigures, TopicFigures } from "../lib/stats.ts";
 import type { Topic } from "../lib/topic.ts";
 import { formatDuration } from "../protocol/duration.ts";
 import type {
+  ClusterStatus,
   GroupJson,
   GroupStats,
   InFlightItem,
@@ -261,5 +262,39 @@ export function statsJson(broker: Broker, now: number): StatsJson {
       drain_bytes_per_second: Math.round(broker.memory.drainRate),
     },
     topics,
+  };
+}
+
+/** GET /api/cluster/status of a cluster node (docs/api/dashboard-json.md). */
+export function clusterStatusJson(view: ClusterView): ClusterStatus {
+  const { state: c, lag, lagSeconds, synchronous } = view;
+  return {
+    mode: "cluster",
+    node_id: c.id,
+    role: c.role,
+    term: c.term,
+    leader: c.leader?.url ?? null,
+    peers: c.peers.map((p) => ({
+      id: p.id,
+      address: p.url,
+      role: c.roleOf(p),
+      healthy: p.healthy,
+      last_seen: isoTime(p.lastSeen),
+      lag_records: lag?.get(p.id) ?? null,
+      lag_seconds: lagSeconds?.get(p.id) ?? null,
+      synchronous: synchronous.has(p.id),
+    })),
+  };
+}
+
+/** GET /api/cluster/status standalone: this node leads itself, at the address it was reached. */
+export function standaloneStatusJson(nodeId: string, address: string | null): ClusterStatus {
+  return {
+    mode: "standalone",
+    node_id: nodeId,
+    role: "leader",
+    term: 0,
+    leader: address,
+    peers: [],
   };
 }
