@@ -37,7 +37,7 @@ import { Registry } from "./topics.ts";
 import { type Topic, type TopicOptions, webhookGroup } from "./topic.ts";
 import { defaultOpenWal, type OpenWal } from "./storage/wal.ts";
 import type { PushConsumer, PushPipeline } from "./push.ts";
-import { Pushers, type WebhookSend, type WebhookStatus } from "./webhooks/pusher.ts";
+import { type Attempt, Pushers, type WebhookSend, type WebhookStatus } from "./webhooks/pusher.ts";
 import * as webhooks from "./webhooks/registry.ts";
 import type { Webhook } from "./webhooks/registry.ts";
 import { type MetaRecord, RecordType } from "./storage/record.ts";
@@ -56,6 +56,60 @@ export interface ClusterView {
   /** The followers whose acks a write waits for. */
   synchronous: ReadonlySet<string>;
 }
+
+/**
+ * What routes/ may use of the broker: its verbs and read-only views. The pipeline, the
+ * replicator, the scheduler and ungated topic creation stay behind it (tests/imports_test.ts
+ * keeps routes/ to the lib modules it lists; this type keeps them to these members).
+ */
+export type BrokerApi = Pick<
+  Broker,
+  | "ack"
+  | "broadcast"
+  | "cluster"
+  | "clusterView"
+  | "config"
+  | "consume"
+  | "createGroup"
+  | "createTopic"
+  | "deleteTopic"
+  | "drain"
+  | "draining"
+  | "eachTopic"
+  | "effective"
+  | "feed"
+  | "findWebhook"
+  | "listWebhooks"
+  | "webhookAttempts"
+  | "findTopic"
+  | "healthy"
+  | "leased"
+  | "listGroups"
+  | "log"
+  | "memory"
+  | "nodeId"
+  | "now"
+  | "onDrain"
+  | "peek"
+  | "publish"
+  | "publishBatch"
+  | "purge"
+  | "pushConsumer"
+  | "rates"
+  | "redrive"
+  | "registerWebhook"
+  | "release"
+  // The transport of GET /cluster/replicate: the follower's socket attaches to it.
+  | "replicator"
+  | "removeWebhook"
+  | "requeue"
+  | "reserve"
+  | "startedAt"
+  | "stats"
+  | "touch"
+  | "version"
+  | "webhookStatus"
+>;
 
 /** Options of Broker.open. */
 export interface OpenOptions {
@@ -373,6 +427,20 @@ export class Broker implements BrokerContext {
     const w = await webhooks.register(this, name, url, secret);
     this.pushers?.sync(w.topic);
     return w;
+  }
+
+  /** The webhooks of `topic`, or of every topic. */
+  listWebhooks(topic?: string): Webhook[] {
+    return webhooks.list(this, topic);
+  }
+
+  findWebhook(id: string): Webhook | undefined {
+    return webhooks.findWebhook(this, id);
+  }
+
+  /** A webhook's recent POSTs, newest first. */
+  webhookAttempts(id: string): Attempt[] {
+    return this.pushers?.attempts(id) ?? [];
   }
 
   /** A webhook's delivery as operators see it (a broker that cannot send pushes nothing). */

@@ -19,7 +19,6 @@ import {
 import { readJson } from "./body.ts";
 import { parsePriority, PUBLISH_ERRORS, publishOrBroadcast } from "./publish.ts";
 import type { Ctx, Route } from "./router.ts";
-import { list as listWebhooks } from "../lib/webhooks/registry.ts";
 import { webhookItem } from "./webhooks.ts";
 import { inFlightJson, messageJson } from "./wire.ts";
 import type { ReleaseAnswer } from "../protocol/wire.ts";
@@ -105,7 +104,7 @@ function webhooks(_req: Request, ctx: Ctx): Response {
   if (!ctx.broker.findTopic(queue)) {
     throw new BrokerError("not_found", `Cannot list webhooks of "${queue}": no such queue`);
   }
-  return json(listWebhooks(ctx.broker, queue).map((w) => webhookItem(ctx.broker, w)));
+  return json(ctx.broker.listWebhooks(queue).map((w) => webhookItem(ctx.broker, w)));
 }
 
 const PUBLISH_DOC: RouteDoc = {

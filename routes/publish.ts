@@ -1,7 +1,7 @@
 /** POST /publish/{topic}: raw bytes in, with ttl, delay, priority, broadcast and idempotency. */
 
 import type { ErrorCode } from "../protocol/error_codes.ts";
-import type { Broker, PublishOptions } from "../lib/broker.ts";
+import type { BrokerApi, PublishOptions } from "../lib/broker.ts";
 import { autoKey } from "../lib/idempotency.ts";
 import { publishedText } from "./wire.ts";
 import { MAX_PAYLOAD_BYTES, MAX_TIME_MS } from "../lib/config.ts";
@@ -69,7 +69,7 @@ export function storedHeaders(req: Request): string[] {
 
 /** Publishes or broadcasts; shared by /publish and the dashboard's publish. */
 export async function publishOrBroadcast(
-  broker: Broker,
+  broker: BrokerApi,
   topic: string,
   payload: Uint8Array,
   opts: PublishOptions,

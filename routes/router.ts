@@ -5,7 +5,7 @@
  */
 
 import { BrokerError } from "../lib/errors.ts";
-import type { Broker } from "../lib/broker.ts";
+import type { BrokerApi } from "../lib/broker.ts";
 import type { Accepts } from "./accepts.ts";
 import type { Query } from "./http.ts";
 import type { Metrics } from "./metrics.ts";
@@ -16,7 +16,7 @@ export type Scope = "publish" | "consume" | "admin" | "public";
 
 /** What a handler receives besides the request. */
 export interface Ctx {
-  broker: Broker;
+  broker: BrokerApi;
   /** The metrics /metrics renders and the hooks feed. */
   metrics: Metrics;
   params: Record<string, string>;

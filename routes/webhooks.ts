@@ -4,16 +4,14 @@
  */
 
 import { checkName } from "../lib/names.ts";
-import type { Webhook } from "../lib/webhooks/registry.ts";
-import * as webhooks from "../lib/webhooks/registry.ts";
-import type { Broker } from "../lib/broker.ts";
+import { MAX_WEBHOOK_URL_CHARS, type Webhook } from "../lib/webhooks/registry.ts";
+import type { BrokerApi } from "../lib/broker.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { readJson } from "./body.ts";
 import { json, needString, optString } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
 import { isoTime } from "./wire.ts";
 import type { WebhookAttempt, WebhookDeleted, WebhookItem, WebhookJson } from "../protocol/wire.ts";
-import { MAX_WEBHOOK_URL_CHARS } from "../lib/webhooks/registry.ts";
 import {
   jsonAnswer,
   listAnswer,
@@ -35,7 +33,7 @@ export function webhookJson(w: Webhook): WebhookJson {
 }
 
 /** A listed webhook: its state, what its group still owes, and its last attempt. */
-export function webhookItem(broker: Broker, w: Webhook): WebhookItem {
+export function webhookItem(broker: BrokerApi, w: Webhook): WebhookItem {
   const { paused, pending, last } = broker.webhookStatus(w);
   return {
     ...webhookJson(w),
@@ -64,7 +62,7 @@ async function register(req: Request, ctx: Ctx): Promise<Response> {
 
 function list(_req: Request, ctx: Ctx): Response {
   const topic = ctx.query.str("topic");
-  return json(webhooks.list(ctx.broker, topic || undefined).map((w) => webhookItem(ctx.broker, w)));
+  return json(ctx.broker.listWebhooks(topic || undefined).map((w) => webhookItem(ctx.broker, w)));
 }
 
 async function remove(_req: Request, ctx: Ctx): Promise<Response> {
@@ -74,19 +72,21 @@ async function remove(_req: Request, ctx: Ctx): Promise<Response> {
 
 function attempts(_req: Request, ctx: Ctx): Response {
   const id = ctx.params.id ?? "";
-  if (!webhooks.findWebhook(ctx.broker, id)) {
+  if (!ctx.broker.findWebhook(id)) {
     throw new BrokerError("not_found", `Cannot list attempts of webhook "${id}": no such webhook`);
   }
-  return json((ctx.broker.pushers?.attempts(id) ?? []).map((a) => ({
-    at: isoTime(a.at),
-    message_id: a.messageId,
-    retry_count: a.retryCount,
-    status: a.status,
-    latency_ms: a.latencyMs,
-    answer: a.answer,
-    error: a.error ?? null,
-    outcome: a.outcome,
-  } satisfies WebhookAttempt)));
+  return json(
+    ctx.broker.webhookAttempts(id).map((a) => ({
+      at: isoTime(a.at),
+      message_id: a.messageId,
+      retry_count: a.retryCount,
+      status: a.status,
+      latency_ms: a.latencyMs,
+      answer: a.answer,
+      error: a.error ?? null,
+      outcome: a.outcome,
+    } satisfies WebhookAttempt)),
+  );
 }
 
 const WEBHOOK_ID: Param = {

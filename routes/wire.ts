@@ -4,7 +4,7 @@
  */
 
 import { isUtf8 } from "node:buffer";
-import type { Broker, ClusterView, Handed, Leased, Published, Requeued } from "../lib/broker.ts";
+import type { BrokerApi, ClusterView, Handed, Leased, Published, Requeued } from "../lib/broker.ts";
 import type { Group } from "../lib/group.ts";
 import { PRIORITIES } from "../lib/message.ts";
 import type { RatePoint } from "../lib/rates.ts";
@@ -186,7 +186,7 @@ export function requeuedJson(id: string, topic: string, r: Requeued): RequeueAns
 }
 
 /** The topic resource of docs/api/topics-and-groups.md. */
-export function topicJson(broker: Broker, t: Topic): TopicJson {
+export function topicJson(broker: BrokerApi, t: Topic): TopicJson {
   const eff = broker.effective(t);
   return {
     name: t.name,
@@ -233,7 +233,7 @@ function groupStatsJson(g: GroupFigures): GroupStats {
 }
 
 /** GET /api/stats. */
-export function statsJson(broker: Broker, now: number): StatsJson {
+export function statsJson(broker: BrokerApi, now: number): StatsJson {
   const t = broker.stats.totals;
   // fromEntries: a topic or group may be named `__proto__`.
   const topics = Object.fromEntries(

@@ -6,7 +6,7 @@
  * `idleTimeout` (see `wsRoutes`); drain closes every socket with 1001.
  */
 
-import type { Broker, Handed } from "../lib/broker.ts";
+import type { BrokerApi, Handed } from "../lib/broker.ts";
 import type { Offered } from "../lib/consumers.ts";
 import { broadcastItem, handed } from "../lib/deliveries.ts";
 import { PushConsumer, type PushPipeline } from "../lib/push.ts";
@@ -76,7 +76,7 @@ const WS_DOC: RouteDoc = {
 };
 
 /** The open sockets of each broker, so that a drain heard by one closes them all. */
-const SESSIONS = new WeakMap<Broker, Set<Session>>();
+const SESSIONS = new WeakMap<BrokerApi, Set<Session>>();
 
 function upgrade(req: Request, ctx: Ctx, pingMs: number, maxBuffered: number): Response {
   if (!/\bwebsocket\b/i.test(req.headers.get("upgrade") ?? "")) {
@@ -120,7 +120,7 @@ class Session {
 
   constructor(
     readonly socket: WebSocket,
-    readonly broker: Broker,
+    readonly broker: BrokerApi,
     readonly all: Set<Session>,
     readonly requestId: string,
     readonly maxBuffered: number,
