@@ -22,6 +22,7 @@ import {
   type WalRecord,
 } from "./record.ts";
 import { type Appended, type DurableHook, syncDir, type Wal, writeAll } from "./wal.ts";
+import { ZeroFill } from "./zero_fill.ts";
 
 const RESOLVED: Promise<void> = Promise.resolve();
 
@@ -93,20 +94,6 @@ const SPARE_MAX_BYTES = 4 * 1024 * 1024;
 /** How many written buffers a writer keeps for its next batches. */
 const SPARES = 2;
 
-/**
- * The zero-filled stretch a writer of small, frequent commits keeps ahead of its log's end (see
- * FileWal.#zeroFill), and how little of it may be left before the next fill.
- */
-const ZERO_FILL_BYTES = 1024 * 1024;
-const ZERO_FILL_LOW_BYTES = 256 * 1024;
-/** A writer earns the fill with this many fsynced commits in at most ZERO_FILL_WINDOW_MS... */
-const ZERO_FILL_COMMITS = 64;
-const ZERO_FILL_WINDOW_MS = 1_000;
-/** ...averaging at most this many bytes: larger commits pay for their metadata themselves. */
-const ZERO_FILL_MEAN_MAX_BYTES = 8 * 1024;
-/** ZERO_FILL_BYTES of zeros, shared by every writer's fills (made at the first). */
-let zeroChunk: Uint8Array | undefined;
-
 /** Longest wait between attempts to open a WAL file while no descriptor is free. */
 const OPEN_RETRY_MAX_MS = 5_000;
 
@@ -143,16 +130,8 @@ export class FileWal implements Wal {
   #spares: Uint8Array[] = [];
   /** File offset of the next write: the end of the log. */
   #end = 0;
-  /** End of the zero-filled stretch ahead of #end (#end itself when there is none). */
-  #zeroEnd = 0;
-  /** The current window of commits that decides #smallCommits: its start, count and bytes. */
-  #windowStart = 0;
-  #windowCommits = 0;
-  #windowBytes = 0;
-  /** Whether the last window's commits were small and frequent, so zero-filling pays. */
-  #smallCommits = false;
-  /** Set once a zero-fill failed: the writer appends plainly from then on. */
-  #noZeroFill = false;
+  /** The zeros kept written ahead of #end for small, frequent commits. */
+  readonly #zero: ZeroFill;
   generation = 0;
   /** The reader of the current file, once it is open. */
   #payloads: PayloadFile | undefined;
@@ -179,6 +158,7 @@ export class FileWal implements Wal {
   ) {
     // A new file gets its header when it is opened, before its first batch.
     this.bytes = Math.max(size, FILE_HEADER_BYTES);
+    this.#zero = new ZeroFill(path, opts.log);
     if (opts.replayed) this.#retired.push(opts.replayed);
   }
 
@@ -249,7 +229,8 @@ export class FileWal implements Wal {
         await file.syncData();
         await syncDir(this.dir); // the new file's name survives a crash too
       }
-      this.#end = this.#zeroEnd = Math.max(end, FILE_HEADER_BYTES);
+      this.#end = Math.max(end, FILE_HEADER_BYTES);
+      this.#zero.reset(this.#end);
       this.#payloads = PayloadFile.open(this.path);
       this.#file = file;
     })();
@@ -297,8 +278,12 @@ export class FileWal implements Wal {
           return;
         }
         if (this.#held) return;
-        if (this.#smallCommits && this.#zeroEnd - this.#end < ZERO_FILL_LOW_BYTES) {
-          await this.#zeroFill(file);
+        if (this.#zero.due(this.#end)) {
+          try {
+            await this.#zero.fill(file, this.#end);
+          } catch (e) {
+            this.#fail(e as Error);
+          }
           if (this.failed || this.#held) return; // a compaction may have begun to wait meanwhile
         }
         // Every batch up to the next gated one goes in one write and one fdatasync.
@@ -315,7 +300,7 @@ export class FileWal implements Wal {
             await file.syncData();
             const t1 = performance.now();
             this.opts.onFsync?.((t1 - t0) / 1000);
-            this.#countCommit(data.length, t1);
+            this.#zero.countCommit(data.length, t1);
           } else {
             this.#dirty = true;
             this.#syncSoon();
@@ -329,53 +314,6 @@ export class FileWal implements Wal {
       }
     } finally {
       this.#flushing = undefined;
-    }
-  }
-
-  /**
-   * Counts a fsynced commit into the window that decides whether zero-filling pays: a window
-   * closes after ZERO_FILL_COMMITS commits, or as not frequent once ZERO_FILL_WINDOW_MS passed.
-   */
-  #countCommit(bytes: number, now: number): void {
-    if (this.#windowCommits === 0) this.#windowStart = now;
-    const frequent = now - this.#windowStart <= ZERO_FILL_WINDOW_MS;
-    this.#windowCommits++;
-    this.#windowBytes += bytes;
-    if (frequent && this.#windowCommits < ZERO_FILL_COMMITS) return;
-    this.#smallCommits = frequent && !this.#noZeroFill &&
-      this.#windowBytes <= this.#windowCommits * ZERO_FILL_MEAN_MAX_BYTES;
-    this.#windowCommits = this.#windowBytes = 0;
-  }
-
-  /**
-   * Writes and syncs ZERO_FILL_BYTES of zeros past the end of the log, for the commits after
-   * it to overwrite. An fdatasync that only overwrites blocks the file already has needs no
-   * journal commit for the file's size and block map: 1 KiB commits took about 20 % less CPU
-   * and 25 % less time here. The fill runs between commits, once per ZERO_FILL_BYTES (about 4
-   * ms of the disk's time here), and only for a writer of small, frequent commits; one of
-   * large commits would write its bytes twice. A clean close() cuts the zeros off; after a crash,
-   * replay does.
-   * Best effort: a fill that fails (a full disk) leaves the writer appending plainly.
-   */
-  async #zeroFill(file: Deno.FsFile): Promise<void> {
-    const from = Math.max(this.#zeroEnd, this.#end);
-    try {
-      file.seekSync(from, Deno.SeekMode.Start);
-      await writeAll(file, zeroChunk ??= new Uint8Array(ZERO_FILL_BYTES));
-      await file.syncData();
-      this.#zeroEnd = from + ZERO_FILL_BYTES;
-    } catch (e) {
-      this.#noZeroFill = true;
-      this.#smallCommits = false;
-      this.opts.log.warn("WAL zero-fill failed; appending without it", {
-        path: this.path,
-        error: e,
-      });
-    }
-    try {
-      file.seekSync(this.#end, Deno.SeekMode.Start);
-    } catch (e) {
-      this.#fail(e as Error);
     }
   }
 
@@ -514,7 +452,8 @@ export class FileWal implements Wal {
       await syncDir(this.dir);
       if (this.#file) this.#oldWriters.push(this.#file);
       this.#file = tmp;
-      this.#end = this.#zeroEnd = size;
+      this.#end = size;
+      this.#zero.reset(size);
       tmp = undefined;
       this.#resolve(taken);
       taken = undefined;
@@ -551,7 +490,7 @@ export class FileWal implements Wal {
       await this.#file.syncData().catch(() => {});
     }
     // A clean stop leaves the file as long as its log; after a crash, replay cuts the zeros.
-    if (this.#file && this.#zeroEnd > this.#end && !this.failed) {
+    if (this.#file && this.#zero.end > this.#end && !this.failed) {
       await this.#file.truncate(this.#end).catch(() => {});
     }
     this.#file?.close();
