@@ -23,6 +23,7 @@ import {
 } from "./record.ts";
 import { type Appended, type DurableHook, syncDir, type Wal, writeAll } from "./wal.ts";
 import { ZeroFill } from "./zero_fill.ts";
+import { PayloadGenerations } from "./payload_generations.ts";
 
 const RESOLVED: Promise<void> = Promise.resolve();
 
@@ -133,21 +134,8 @@ export class FileWal implements Wal {
   /** The zeros kept written ahead of #end for small, frequent commits. */
   readonly #zero: ZeroFill;
   generation = 0;
-  /** The reader of the current file, once it is open. */
-  #payloads: PayloadFile | undefined;
-  /** Readers of files a compaction replaced (and of replay's), closed by releaseRetired(). */
-  #retired: PayloadFile[] = [];
-  /** Writers of files a compaction replaced, kept open until releaseRetired() empties them. */
-  #oldWriters: Deno.FsFile[] = [];
-  /** The old writers being emptied and closed (see releaseRetired). */
-  #releasing: Promise<void> = RESOLVED;
-  /** What the last compaction did: frames appended during it moved by snapshotEnd - captureStart. */
-  #lastSwap: {
-    generation: number;
-    file: PayloadFile | undefined;
-    captureStart: number;
-    snapshotEnd: number;
-  } | undefined;
+  /** Where payloads are across compactions: the files' readers and the last swap's moves. */
+  readonly #payloads: PayloadGenerations;
 
   /** `size` is the valid length of an existing file (after replay), or 0 for a new one. */
   constructor(
@@ -159,7 +147,7 @@ export class FileWal implements Wal {
     // A new file gets its header when it is opened, before its first batch.
     this.bytes = Math.max(size, FILE_HEADER_BYTES);
     this.#zero = new ZeroFill(path, opts.log);
-    if (opts.replayed) this.#retired.push(opts.replayed);
+    this.#payloads = new PayloadGenerations(opts.replayed);
   }
 
   append(record: WalRecord, after?: Promise<unknown>): Appended {
@@ -231,7 +219,7 @@ export class FileWal implements Wal {
       }
       this.#end = Math.max(end, FILE_HEADER_BYTES);
       this.#zero.reset(this.#end);
-      this.#payloads = PayloadFile.open(this.path);
+      this.#payloads.current = PayloadFile.open(this.path);
       this.#file = file;
     })();
     await this.#opening;
@@ -436,21 +424,14 @@ export class FileWal implements Wal {
       await Deno.rename(tmpPath, this.path);
       renamed = true;
       // Payload offsets now refer to the new file: a new generation starts before anyone waits.
-      if (this.#payloads) this.#retired.push(this.#payloads);
-      this.#lastSwap = {
-        generation: this.generation,
-        file: this.#payloads,
-        captureStart,
-        snapshotEnd,
-      };
-      this.#payloads = next;
+      this.#payloads.swap(this.generation, next, captureStart, snapshotEnd);
       next = undefined;
       // The new numbering starts in the same turn as the new generation: a record appended
       // during the await below must not pair the new generation with an old-file offset.
       this.generation++;
       this.bytes = size + sum(this.#queue);
       await syncDir(this.dir);
-      if (this.#file) this.#oldWriters.push(this.#file);
+      if (this.#file) this.#payloads.retireWriter(this.#file);
       this.#file = tmp;
       this.#end = size;
       this.#zero.reset(size);
@@ -495,45 +476,20 @@ export class FileWal implements Wal {
     }
     this.#file?.close();
     this.#file = undefined;
-    this.releaseRetired();
-    this.#payloads?.close();
-    await this.#releasing;
+    await this.#payloads.close();
   }
 
   locate(generation: number, offset: number): PayloadLocation | undefined {
-    const file = this.#payloads;
-    if (!file) return undefined;
-    if (generation === this.generation) return { file, offset };
-    const s = this.#lastSwap;
-    if (s && generation === s.generation && offset >= s.captureStart) {
-      return { file, offset: offset - s.captureStart + s.snapshotEnd };
-    }
-    return undefined;
+    return this.#payloads.locate(generation, offset, this.generation);
   }
 
   rebase(at: PayloadLocation): PayloadLocation | undefined {
-    const file = this.#payloads;
-    const s = this.#lastSwap;
-    if (!file || !s || at.file !== s.file || at.offset < s.captureStart) return undefined;
-    return { file, offset: at.offset - s.captureStart + s.snapshotEnd };
+    return this.#payloads.rebase(at);
   }
 
-  /**
-   * Closes the readers of replaced files, then empties each replaced file in Deno's blocking pool
-   * before closing its writer: the last descriptor of an unlinked file frees its blocks as it
-   * closes, which for a file of 100 MiB took milliseconds of the event loop's thread (6.5 % of a
-   * drain's busy time, profiled). The readers go first, so the writer is the last descriptor.
-   */
+  /** Closes the readers of replaced files and empties them (PayloadGenerations.releaseRetired). */
   releaseRetired(): void {
-    for (const f of this.#retired) f.close();
-    this.#retired = [];
-    for (const w of this.#oldWriters) {
-      // Best effort: a failure leaves the blocks to be freed by the close, as before.
-      const emptied = w.truncate(0).catch(() => {}).then(() => w.close()).catch(() => {});
-      // Resolves to nothing: each compaction's value must not hold the previous one's.
-      this.#releasing = Promise.all([this.#releasing, emptied]).then(() => {});
-    }
-    this.#oldWriters = [];
+    this.#payloads.releaseRetired();
   }
 
   async remove(): Promise<void> {
