@@ -24,6 +24,7 @@ import {
 import { type Appended, type DurableHook, syncDir, type Wal, writeAll } from "./wal.ts";
 import { ZeroFill } from "./zero_fill.ts";
 import { PayloadGenerations } from "./payload_generations.ts";
+import { CompactionFile } from "./compaction_file.ts";
 
 const RESOLVED: Promise<void> = Promise.resolve();
 
@@ -392,36 +393,25 @@ export class FileWal implements Wal {
     this.#capture = [];
     const captureStart = this.bytes;
     const tmpPath = `${this.path}.compact`;
-    let tmp: Deno.FsFile | undefined;
+    let tmp: CompactionFile | undefined;
     let taken: Batch[] | undefined;
     let renamed = false;
     let next: PayloadFile | undefined;
     try {
-      tmp = await Deno.open(tmpPath, { write: true, create: true, truncate: true });
-      let size = 0;
-      const write = async (frames: Uint8Array[]) => {
-        const bytes = frames.reduce((n, f) => n + f.length, 0);
-        await writeAll(tmp!, concat(frames, bytes));
-        size += bytes;
-      };
-      await write([fileHeader(), ...(first.done ? [] : first.value)]);
-      // Each later chunk is encoded only after the previous one is written: requests run between.
-      for (let next = chunks.next(); !next.done; next = chunks.next()) await write(next.value);
-      // Sync the bulk now, so the hold below only waits for the small tail.
-      await tmp.syncData();
+      tmp = await CompactionFile.create(tmpPath);
+      // Write and sync the bulk now, so the hold below only waits for the small tail.
+      await tmp.writeSnapshot(first, chunks);
       // Hold the writer: no flush to the old file from here until the swap.
       await this.#hold();
       const captured = this.#capture;
       this.#capture = undefined;
       taken = this.#queue; // their frames are all in `captured`
       this.#queue = [];
-      const capturedBytes = captured.reduce((n, f) => n + f.length, 0);
-      const snapshotEnd = size;
-      await writeAll(tmp, concat(captured, capturedBytes));
-      size += capturedBytes;
-      await tmp.syncData();
-      next = PayloadFile.open(tmpPath); // the same file as tmp, whatever its name becomes
-      await Deno.rename(tmpPath, this.path);
+      const snapshotEnd = tmp.size;
+      await tmp.writeSynced(captured);
+      const size = tmp.size;
+      next = tmp.reader(); // the same file as tmp, whatever its name becomes
+      await tmp.renameOver(this.path);
       renamed = true;
       // Payload offsets now refer to the new file: a new generation starts before anyone waits.
       this.#payloads.swap(this.generation, next, captureStart, snapshotEnd);
@@ -432,7 +422,7 @@ export class FileWal implements Wal {
       this.bytes = size + sum(this.#queue);
       await syncDir(this.dir);
       if (this.#file) this.#payloads.retireWriter(this.#file);
-      this.#file = tmp;
+      this.#file = tmp.file;
       this.#end = size;
       this.#zero.reset(size);
       tmp = undefined;
@@ -447,12 +437,12 @@ export class FileWal implements Wal {
         // The old file is intact; the taken batches still go there, ahead of newer ones.
         this.#queue = [...taken, ...this.#queue];
       }
-      tmp?.close();
+      tmp?.file.close();
       tmp = undefined;
       await Deno.remove(tmpPath).catch(() => {});
       if (!renamed) throw e;
     } finally {
-      tmp?.close();
+      tmp?.file.close();
       next?.close();
       this.#held = false;
       if (this.#queue.length && !this.#flushing && !this.failed) {
