@@ -1,6 +1,8 @@
 /**
- * @module One topic's WAL file: a group-commit writer and the compaction swap (the `Wal`
- * contract is in wal.ts, record layout in record.ts, start-up replay in replay.ts).
+ * @module One topic's WAL file: the group-commit writer, its life cycle and the compaction swap
+ * (holding appends while the new file takes over). The zero-filled tail is zero_fill.ts, the
+ * compaction's new file compaction_file.ts, where payloads moved payload_generations.ts; the
+ * `Wal` contract is in wal.ts, record layout in record.ts, start-up replay in replay.ts.
  *
  * Group commit: append() queues a frame and hands back the promise of its batch. One flush at a
  * time takes every queued frame, writes them with one write and (fsync=always) one fdatasync,
