@@ -19,7 +19,7 @@ import { ReplicaClient } from "./net/leader_link.ts";
 import { fetchSender } from "./net/webhook_sender.ts";
 import { Replicator } from "./lib/cluster/replicator.ts";
 import { replicatedOpenWal } from "./lib/cluster/replicated_wal.ts";
-import { defaultOpenWal } from "./lib/storage/wal.ts";
+import { defaultOpenWal } from "./lib/storage/open_wal.ts";
 import { exposedGc, IdleGc } from "./lib/memory/idle_gc.ts";
 
 /** The broker and what production wires around it; tests get the same from startBroker(). */

@@ -12,7 +12,8 @@ import { checkName } from "../names.ts";
 import { PayloadFile } from "../memory/payload_file.ts";
 import { copyPayload } from "../memory/slab.ts";
 import { Topic, topicSettings } from "../topic.ts";
-import { MemoryWal, type Wal } from "./wal.ts";
+import { MemoryWal } from "./memory_wal.ts";
+import type { Wal } from "./wal.ts";
 import { RecordType, type WalRecord } from "./record.ts";
 import { replayFile } from "./replay.ts";
 

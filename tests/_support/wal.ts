@@ -4,7 +4,8 @@
  */
 
 import type { PayloadLocation } from "../../lib/message.ts";
-import type { Appended, FileWal, Wal } from "../../lib/storage/wal.ts";
+import type { FileWal } from "../../lib/storage/file_wal.ts";
+import type { Appended, Wal } from "../../lib/storage/wal.ts";
 import type { WalRecord } from "../../lib/storage/record.ts";
 
 export class DelegatingWal implements Wal {

@@ -8,7 +8,8 @@ import { type Config, defaultConfig } from "../../lib/config.ts";
 import { MemoryBudget } from "../../lib/memory/budget.ts";
 import { NORMAL } from "../../lib/message.ts";
 import { Topic, type TopicSettings } from "../../lib/topic.ts";
-import { MemoryWal, type Wal } from "../../lib/storage/wal.ts";
+import { MemoryWal } from "../../lib/storage/memory_wal.ts";
+import type { Wal } from "../../lib/storage/wal.ts";
 import { type PublishRecord, RecordType } from "../../lib/storage/record.ts";
 
 /** A fixed start time, so ids and timestamps do not depend on the wall clock. */

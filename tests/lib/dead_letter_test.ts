@@ -7,7 +7,8 @@ import { deadLetter, dlqName, exhausted, redrive } from "../../lib/dead_letter.t
 import { take } from "../../lib/deliveries.ts";
 import { silentLogger } from "../../lib/log.ts";
 import { heldSize } from "../../lib/memory/budget.ts";
-import { type Appended, FileWal, type Wal, type WalInit } from "../../lib/storage/wal.ts";
+import { FileWal } from "../../lib/storage/file_wal.ts";
+import type { Appended, Wal, WalInit } from "../../lib/storage/wal.ts";
 import { RecordType, type WalRecord } from "../../lib/storage/record.ts";
 import { replayFile } from "../../lib/storage/replay.ts";
 import { bytes, openBroker, T0, text, texts } from "./_broker.ts";

@@ -3,13 +3,8 @@ import { assert, assertEquals, assertThrows } from "../_support/assert.ts";
 import { Broker } from "../../lib/broker.ts";
 import { type Config, defaultConfig } from "../../lib/config.ts";
 import type { FeedEvent } from "../../lib/feed.ts";
-import {
-  type Appended,
-  FileWal,
-  type OpenWal,
-  type Wal,
-  type WalInit,
-} from "../../lib/storage/wal.ts";
+import { FileWal } from "../../lib/storage/file_wal.ts";
+import type { Appended, OpenWal, Wal, WalInit } from "../../lib/storage/wal.ts";
 import { RecordType, type WalRecord } from "../../lib/storage/record.ts";
 import { silentLogger } from "../../lib/log.ts";
 

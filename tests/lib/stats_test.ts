@@ -3,7 +3,7 @@ import { silentLogger } from "../../lib/log.ts";
 import { addCounters, oldestAgeSeconds, Stats } from "../../lib/stats.ts";
 import type { Topic } from "../../lib/topic.ts";
 import { zeroCounters } from "../../lib/topic.ts";
-import { FileWal } from "../../lib/storage/wal.ts";
+import { FileWal } from "../../lib/storage/file_wal.ts";
 import { RecordType } from "../../lib/storage/record.ts";
 import { bytes, memTopic, openBroker, put, T0 } from "./_broker.ts";
 

@@ -1,11 +1,12 @@
-import { FileWal } from "../../lib/storage/wal.ts";
+import { FileWal } from "../../lib/storage/file_wal.ts";
 import { silentLogger } from "../../lib/log.ts";
 import { Topic, topicSettings, webhookGroup } from "../../lib/topic.ts";
 import { assert, assertEquals } from "../_support/assert.ts";
 import { IDEMPOTENCY_WINDOW_MS as W } from "../../lib/config.ts";
 import { keySize } from "../../lib/idempotency.ts";
 import { heldSize, MemoryBudget } from "../../lib/memory/budget.ts";
-import { type Appended, MemoryWal } from "../../lib/storage/wal.ts";
+import { MemoryWal } from "../../lib/storage/memory_wal.ts";
+import type { Appended } from "../../lib/storage/wal.ts";
 import {
   decodeRecord,
   FRAME_HEADER_BYTES,

@@ -3,7 +3,7 @@ import { defaultConfig } from "../../lib/config.ts";
 import { silentLogger } from "../../lib/log.ts";
 import { MemoryBudget } from "../../lib/memory/budget.ts";
 import { Registry } from "../../lib/topics.ts";
-import { defaultOpenWal } from "../../lib/storage/wal.ts";
+import { defaultOpenWal } from "../../lib/storage/open_wal.ts";
 import { RecordType } from "../../lib/storage/record.ts";
 import { replayFile } from "../../lib/storage/replay.ts";
 import { T0 } from "./_broker.ts";

@@ -11,7 +11,9 @@ import { Replicator, type Session } from "../../../lib/cluster/replicator.ts";
 import { ClusterState } from "../../../lib/cluster/state.ts";
 import { defaultConfig } from "../../../lib/config.ts";
 import { Logger } from "../../../lib/log.ts";
-import { type Appended, defaultOpenWal, MemoryWal } from "../../../lib/storage/wal.ts";
+import { MemoryWal } from "../../../lib/storage/memory_wal.ts";
+import { defaultOpenWal } from "../../../lib/storage/open_wal.ts";
+import type { Appended } from "../../../lib/storage/wal.ts";
 import { frameSize, type WalRecord } from "../../../lib/storage/record.ts";
 import { bytes, T0, texts } from "../_broker.ts";
 

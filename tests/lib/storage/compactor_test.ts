@@ -3,7 +3,7 @@ import { assert, assertEquals } from "../../_support/assert.ts";
 import { Compactor, SMALL_LIVE_BYTES } from "../../../lib/storage/compactor.ts";
 import { silentLogger } from "../../../lib/log.ts";
 import type { Topic } from "../../../lib/topic.ts";
-import { FileWal } from "../../../lib/storage/wal.ts";
+import { FileWal } from "../../../lib/storage/file_wal.ts";
 import { RecordType } from "../../../lib/storage/record.ts";
 import { bytes, memTopic, openBroker, put, T0, texts } from "../_broker.ts";
 

@@ -3,7 +3,7 @@ import { Logger, silentLogger } from "../../../lib/log.ts";
 import { heldSize, MemoryBudget, MESSAGE_OVERHEAD_BYTES } from "../../../lib/memory/budget.ts";
 import { PayloadFile } from "../../../lib/memory/payload_file.ts";
 import { normalise, recover, type RecoveryOptions } from "../../../lib/storage/recovery.ts";
-import { MemoryWal } from "../../../lib/storage/wal.ts";
+import { MemoryWal } from "../../../lib/storage/memory_wal.ts";
 import { RecordType, type WalRecord } from "../../../lib/storage/record.ts";
 import { bytes, memTopic, openBroker, publishRecord, T0 } from "../_broker.ts";
 

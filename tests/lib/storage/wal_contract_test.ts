@@ -8,13 +8,9 @@
 
 import { assert, assertEquals, assertRejects, assertStrictEquals } from "../../_support/assert.ts";
 import { Logger, silentLogger } from "../../../lib/log.ts";
-import {
-  type Appended,
-  type DurableHook,
-  FileWal,
-  MemoryWal,
-  type Wal,
-} from "../../../lib/storage/wal.ts";
+import { FileWal } from "../../../lib/storage/file_wal.ts";
+import { MemoryWal } from "../../../lib/storage/memory_wal.ts";
+import type { Appended, DurableHook, Wal } from "../../../lib/storage/wal.ts";
 import {
   decodeRecord,
   encodeRecord,

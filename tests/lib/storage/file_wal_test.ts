@@ -1,6 +1,6 @@
 import { assert, assertEquals } from "../../_support/assert.ts";
 import { Logger, silentLogger } from "../../../lib/log.ts";
-import { FileWal } from "../../../lib/storage/wal.ts";
+import { FileWal } from "../../../lib/storage/file_wal.ts";
 import { replayFile } from "../../../lib/storage/replay.ts";
 import { encodeRecord, RecordType, type WalRecord } from "../../../lib/storage/record.ts";
 
