@@ -75,6 +75,7 @@ export type BrokerApi = Pick<
   | "createTopic"
   | "deleteTopic"
   | "drain"
+  | "drainingError"
   | "draining"
   | "eachTopic"
   | "effective"
@@ -547,6 +548,16 @@ export class Broker implements BrokerContext {
 
   // ---- lifecycle ---------------------------------------------------------------------------
 
+  /** The one refusal of work while draining; where to retry depends on whether a cluster can take it. */
+  drainingError(): BrokerError {
+    return new BrokerError(
+      "draining",
+      this.cluster
+        ? "The broker is draining; retry on another node"
+        : "The broker is draining (stopping); retry once it has restarted",
+    );
+  }
+
   /** Calls `fn` once when the broker starts draining or closing; returns a function that cancels. */
   onDrain(fn: () => void): () => void {
     this.#onDrain.add(fn);
@@ -567,7 +578,7 @@ export class Broker implements BrokerContext {
 
   #gate(): void {
     if (this.draining) {
-      throw new BrokerError("draining", "The broker is draining; no new work is accepted");
+      throw this.drainingError();
     }
     if (this.cluster && !this.cluster.writable) {
       throw new BrokerError("electing", "This node does not lead the cluster now; retry");

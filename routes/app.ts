@@ -87,12 +87,7 @@ export function createHandler(broker: Broker, opts: AppOptions = {}) {
       path = target.path;
       const m = router.match(req.method, path);
       if (broker.draining && !(m && "route" in m && m.route.whileDraining)) {
-        throw new BrokerError(
-          "draining",
-          broker.cluster
-            ? "The broker is draining; retry on another node"
-            : "The broker is draining (stopping); retry once it has restarted",
-        );
+        throw broker.drainingError();
       }
       if (!m) {
         throw new BrokerError("not_found", `No route for ${req.method} ${shown(path)}`);
