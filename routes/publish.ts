@@ -113,9 +113,7 @@ async function publish(req: Request, ctx: Ctx): Promise<Response> {
   } finally {
     release?.(); // from here the message counts its own bytes
   }
-  if (payload.length === 0) {
-    throw new BrokerError("empty_body", `Cannot publish to "${topic}": the body is empty`);
-  }
+  // An empty body is refused by the broker's own payload check, with the same code and text.
   if (key !== null) opts.idempotencyKey = checkKey(key);
   else if (idem === "auto") opts.idempotencyKey = await autoKey(payload);
   return publishOrBroadcast(ctx.broker, topic, payload, opts, broadcast);
