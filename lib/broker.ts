@@ -32,7 +32,7 @@ import type { Replicator } from "./cluster/replicator.ts";
 import { followLeadership } from "./cluster/leadership.ts";
 import { Rates } from "./rates.ts";
 import { Stats } from "./stats.ts";
-import { Subscribers } from "./feed.ts";
+import { Feed } from "./feed.ts";
 import { Registry } from "./topics.ts";
 import { type Topic, type TopicOptions, webhookGroup } from "./topic.ts";
 import { defaultOpenWal } from "./storage/open_wal.ts";
@@ -146,7 +146,7 @@ export class Broker implements BrokerContext {
   readonly scheduler: Scheduler;
   readonly #compactor: Compactor;
   /** The durable feed: subscribers, resume rings, taps. */
-  readonly feed: Subscribers;
+  readonly feed: Feed;
   /** The webhooks' pushers, when the broker was given a way to send. */
   readonly pushers: Pushers | undefined;
   draining = false;
@@ -179,7 +179,7 @@ export class Broker implements BrokerContext {
         },
       });
     this.#topics = new Registry(config, this.memory, this.now, feedWal, (at) => this.wake(at));
-    this.feed = new Subscribers(config.streamBuffer, (n) => this.#topics.find(n), this.log);
+    this.feed = new Feed(config.streamBuffer, (n) => this.#topics.find(n), this.log);
     this.consumers = new Consumers(deliveries.take, (at) => this.wake(at));
     this.pushers = opts.send && new Pushers(this, this.consumers, opts.send, {
       version: VERSION,

@@ -151,8 +151,8 @@ export function checkPattern(pattern: string): string {
   return checkName(pattern, "topic");
 }
 
-/** The broker's subscribers and the topics' resume rings. */
-export class Subscribers {
+/** The durable feed: the broker's subscribers and the topics' resume rings. */
+export class Feed {
   readonly #exact = new Map<string, Set<Subscription>>();
   readonly #prefixed = new Set<Subscription>();
   readonly #rings = new Map<string, Ring>();

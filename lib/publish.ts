@@ -12,7 +12,7 @@ import { heldSize } from "./memory/budget.ts";
 import type { SeenKey } from "./idempotency.ts";
 import { internHeaders, NORMAL, StoredMessage } from "./message.ts";
 import { checkName } from "./names.ts";
-import type { Subscribers } from "./feed.ts";
+import type { Feed } from "./feed.ts";
 import type { Topic } from "./topic.ts";
 import { uuidv7 } from "./uuid.ts";
 import { type PublishRecord, RecordType } from "./storage/record.ts";
@@ -214,7 +214,7 @@ function dropOldest(ctx: BrokerContext, topic: Topic, n: number, bytes: number, 
 export function broadcast(
   ctx: BrokerContext,
   consumers: Consumers,
-  subscribers: Subscribers,
+  feed: Feed,
   name: string,
   payload: Uint8Array,
   opts: PublishOptions = {},
@@ -236,5 +236,5 @@ export function broadcast(
     origin: undefined,
     reason: undefined,
   }, 0);
-  return (topic ? consumers.broadcast(topic, msg) : 0) + subscribers.broadcast(name, msg);
+  return (topic ? consumers.broadcast(topic, msg) : 0) + feed.broadcast(name, msg);
 }

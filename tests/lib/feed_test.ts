@@ -63,7 +63,7 @@ async function settle(): Promise<void> {
   for (let i = 0; i < 20; i++) await undefined;
 }
 
-Deno.test("Subscribers: orders.* hears a topic created after it subscribed", async () => {
+Deno.test("Feed: orders.* hears a topic created after it subscribed", async () => {
   const t = await open();
   const c = collector();
   t.broker.feed.subscribe("orders.*", c.fn);
@@ -78,7 +78,7 @@ Deno.test("Subscribers: orders.* hears a topic created after it subscribed", asy
   await t.close();
 });
 
-Deno.test("Subscribers: a subscriber hears a dead-letter move and a redrive, copy first", async () => {
+Deno.test("Feed: a subscriber hears a dead-letter move and a redrive, copy first", async () => {
   const t = await open({ visibilityMs: 1_000 });
   const c = collector();
   t.broker.feed.subscribe("orders.*", c.fn);
@@ -103,7 +103,7 @@ Deno.test("Subscribers: a subscriber hears a dead-letter move and a redrive, cop
   await t.close();
 });
 
-Deno.test("Subscribers: sequence numbers only grow within a topic", async () => {
+Deno.test("Feed: sequence numbers only grow within a topic", async () => {
   const t = await open();
   const c = collector();
   t.broker.feed.subscribe("jobs", c.fn);
@@ -152,7 +152,7 @@ function heldDisk(dataDir: string) {
 }
 
 Deno.test({
-  name: "Subscribers: nothing is heard before it is durable, and a lost write is never heard",
+  name: "Feed: nothing is heard before it is durable, and a lost write is never heard",
   // The first broker dies with its write still queued: its file and flush stay open.
   sanitizeOps: false,
   sanitizeResources: false,
@@ -187,7 +187,7 @@ Deno.test({
   await Deno.remove(dataDir, { recursive: true });
 });
 
-Deno.test("Subscribers: a held write is heard once released, before the publisher's answer", async () => {
+Deno.test("Feed: a held write is heard once released, before the publisher's answer", async () => {
   const dataDir = await Deno.makeTempDir({ prefix: "ferry-subs-" });
   const disk = heldDisk(dataDir);
   const t = await open({ dataDir }, disk.openWal);
@@ -208,7 +208,7 @@ Deno.test("Subscribers: a held write is heard once released, before the publishe
   await Deno.remove(dataDir, { recursive: true });
 });
 
-Deno.test("Subscribers: afterSeq replays from the ring, else from what the topic holds, with a gap for what left", async () => {
+Deno.test("Feed: afterSeq replays from the ring, else from what the topic holds, with a gap for what left", async () => {
   const t = await open({ streamBuffer: 3 });
   const live = collector();
   t.broker.feed.subscribe("jobs", live.fn); // the topic is streamed: its ring fills
@@ -254,7 +254,7 @@ Deno.test("Subscribers: afterSeq replays from the ring, else from what the topic
 
 Deno.test({
   name:
-    "Subscribers: a resume after a restart sends what the topic holds (payloads read from disk) once, and a write only once durable",
+    "Feed: a resume after a restart sends what the topic holds (payloads read from disk) once, and a write only once durable",
   sanitizeOps: false,
   sanitizeResources: false,
 }, async () => {
@@ -287,7 +287,7 @@ Deno.test({
   await Deno.remove(dataDir, { recursive: true });
 });
 
-Deno.test("Subscribers: one that throws or falls behind is dropped and told; others go on", async () => {
+Deno.test("Feed: one that throws or falls behind is dropped and told; others go on", async () => {
   const t = await open();
   const good = collector();
   const told: string[] = [];
@@ -312,7 +312,7 @@ Deno.test("Subscribers: one that throws or falls behind is dropped and told; oth
   await t.close();
 });
 
-Deno.test("Subscribers: a broadcast is heard without a sequence number and never stored", async () => {
+Deno.test("Feed: a broadcast is heard without a sequence number and never stored", async () => {
   const t = await open();
   const c = collector();
   const unsubscribe = t.broker.feed.subscribe("*", c.fn);
@@ -325,7 +325,7 @@ Deno.test("Subscribers: a broadcast is heard without a sequence number and never
   await t.close();
 });
 
-Deno.test("Subscribers.tap() hears every durable record across topics, a move copy first", async () => {
+Deno.test("Feed.tap() hears every durable record across topics, a move copy first", async () => {
   const t = await open({ visibilityMs: 1_000 });
   const heard: string[] = [];
   const stop = t.broker.feed.tap((topic, records) => {
@@ -354,7 +354,7 @@ Deno.test("Subscribers.tap() hears every durable record across topics, a move co
   await t.close();
 });
 
-Deno.test("Subscribers.closeAll() (drain) ends every subscription with a closed event", async () => {
+Deno.test("Feed.closeAll() (drain) ends every subscription with a closed event", async () => {
   const t = await open();
   const a = collector(), b = collector();
   t.broker.feed.subscribe("jobs", a.fn);
