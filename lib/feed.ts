@@ -156,7 +156,6 @@ export class Feed {
   readonly #exact = new Map<string, Set<Subscription>>();
   readonly #prefixed = new Set<Subscription>();
   readonly #rings = new Map<string, Ring>();
-  readonly #taps = new Set<(topic: string, records: readonly WalRecord[]) => void>();
   /** Subscribers with events waiting to be served in the next microtask. */
   #ready: Subscription[] = [];
 
@@ -249,15 +248,6 @@ export class Feed {
     if (this.#ready.push(sub) === 1) queueMicrotask(() => this.#serveReady());
   }
 
-  /**
-   * Hears every durable record of every topic, in durability order (for replication); returns
-   * the function that stops it. It must not throw.
-   */
-  tap(fn: (topic: string, records: readonly WalRecord[]) => void): () => void {
-    this.#taps.add(fn);
-    return () => this.#taps.delete(fn);
-  }
-
   /** How many subscribers a topic name would reach. */
   count(topic: string): number {
     let n = this.#exact.get(topic)?.size ?? 0;
@@ -267,13 +257,6 @@ export class Feed {
 
   /** The WAL's durable hook for `topic`: records just became durable, in order. */
   durable(topic: string, records: readonly WalRecord[]): void {
-    for (const tap of this.#taps) {
-      try {
-        tap(topic, records);
-      } catch (e) {
-        this.log.error("feed tap failed", { topic, error: e });
-      }
-    }
     const t = this.findTopic(topic);
     const last = records.at(-1); // records come in order: the last has the highest seq
     if (t && last && last.seq > t.durableSeq) t.durableSeq = last.seq;
