@@ -53,6 +53,18 @@ async function ackOnly(r: Restartable, ...texts: string[]): Promise<void> {
 }
 
 /** Rewrites the topic's WAL file from what it holds, as the broker's sweep would. */
+/**
+ * Publishes m1..m6 to "t" while a stream reads them, closes the stream, and gives each payload's
+ * event id.
+ */
+async function streamSix(r: Restartable): Promise<(payload: string) => string> {
+  const live = await openSse(`${r.url}/stream/t`);
+  await publishAll(r, "m1", "m2", "m3", "m4", "m5", "m6");
+  const seen = await live.take(6);
+  await live.close();
+  return (payload) => seen.find((e) => text(e) === payload)!.id!;
+}
+
 async function compact(r: Restartable): Promise<void> {
   const broker = r.broker.broker;
   const topic = broker.findTopic("t")!;
@@ -104,11 +116,7 @@ Deno.test({
   fn: async () => {
     const r = await startRestartable();
     try {
-      const live = await openSse(`${r.url}/stream/t`);
-      await publishAll(r, "m1", "m2", "m3", "m4", "m5", "m6");
-      const seen = await live.take(6);
-      await live.close();
-      const id = (payload: string) => seen.find((e) => text(e) === payload)!.id!;
+      const id = await streamSix(r);
 
       await r.restart();
       await ackOnly(r, "m4", "m5"); // two messages after m3's id leave the topic
@@ -150,11 +158,7 @@ Deno.test({
   fn: async () => {
     const r = await startRestartable();
     try {
-      const live = await openSse(`${r.url}/stream/t`);
-      await publishAll(r, "m1", "m2", "m3", "m4", "m5", "m6");
-      const seen = await live.take(6);
-      await live.close();
-      const id = (payload: string) => seen.find((e) => text(e) === payload)!.id!;
+      const id = await streamSix(r);
       await ackOnly(r, "m4", "m5");
 
       await compact(r); // the ACK records and m4, m5 are gone from the file
