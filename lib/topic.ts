@@ -17,22 +17,18 @@ import type { Policy } from "../protocol/wire.ts";
 import {
   encodeRecord,
   FILE_HEADER_BYTES,
+  type MetaRecord,
   type PublishRecord,
   RecordType,
   type WalRecord,
   type WebhookRecord,
 } from "./storage/record.ts";
 
-/** A topic's own settings, kept in its META record. 0 means "the broker default". */
-export interface TopicSettings {
-  policy: Policy;
-  retainMs: number;
-  visibilityMs: number;
-  maxMessages: number;
-  createdAt: number;
-  /** Bytes its messages may hold (payload + overhead each); 0: no cap. */
-  maxBytes: number;
-}
+/**
+ * A topic's own settings: the fields of its META record (lib/storage/record.ts) but the record's
+ * own. 0 means "the broker default"; `maxBytes` counts payload + overhead of each message.
+ */
+export type TopicSettings = Omit<MetaRecord, "type" | "seq" | "goneSeq">;
 
 /** What a topic may be created with; unset means "the broker default". */
 export interface TopicOptions {
