@@ -1,23 +1,23 @@
 /**
  * @module The facade routes call: the request gate, open and close, and the topics (topics.ts).
  * Each verb checks the gate and hands over to the module that owns it: publish.ts,
- * deliveries.ts, groups.ts, dead_letter.ts, consumers.ts, scheduler.ts, storage/compactor.ts,
+ * delivery/ (deliveries, group_lifecycle, dead_letter, consumers, scheduler), storage/compactor.ts,
  * storage/recovery.ts, stats.ts, rates.ts, feed.ts, and in a cluster cluster/ (leadership,
  * replicator, follower). Every operation decides and mutates synchronously, then awaits only the
  * WAL (and, on a cluster's leader, its synchronous follower).
  */
 
-import { Alarm } from "./alarm.ts";
+import { Alarm } from "./delivery/alarm.ts";
 import { Compactor } from "./storage/compactor.ts";
 import { type Config, VERSION } from "./config.ts";
-import { Consumers } from "./consumers.ts";
+import { Consumers } from "./delivery/consumers.ts";
 import { DataDirLock } from "./storage/data_dir_lock.ts";
 import type { BrokerContext, EffectiveSettings } from "./context.ts";
-import * as deliveries from "./deliveries.ts";
-import * as groups from "./groups.ts";
-import { redrive } from "./dead_letter.ts";
+import * as deliveries from "./delivery/deliveries.ts";
+import * as groups from "./delivery/group_lifecycle.ts";
+import { redrive } from "./delivery/dead_letter.ts";
 import { BrokerError } from "./errors.ts";
-import type { Group } from "./group.ts";
+import type { Group } from "./delivery/group.ts";
 import { type Logger, silentLogger } from "./log.ts";
 import { MemoryBudget } from "./memory/budget.ts";
 import { checkName } from "./names.ts";
@@ -25,7 +25,7 @@ import { loadNodeId } from "./node_id.ts";
 import * as publishing from "./publish.ts";
 import { type BatchItem, publishBatch } from "./publish_batch.ts";
 import { recover, type RecoveryReport } from "./storage/recovery.ts";
-import { COMPACT_CHECK_MS, MIN_SWEEP_GAP_MS, Scheduler } from "./scheduler.ts";
+import { COMPACT_CHECK_MS, MIN_SWEEP_GAP_MS, Scheduler } from "./delivery/scheduler.ts";
 import type { ClusterState } from "./cluster/state.ts";
 import { Follower } from "./cluster/follower.ts";
 import type { Replicator } from "./cluster/replicator.ts";
@@ -37,13 +37,18 @@ import { Registry } from "./topics.ts";
 import { type Topic, type TopicOptions, webhookGroup } from "./topic.ts";
 import { defaultOpenWal } from "./storage/open_wal.ts";
 import type { OpenWal } from "./storage/wal.ts";
-import type { PushConsumer, PushPipeline } from "./push.ts";
-import { type Attempt, Pushers, type WebhookSend, type WebhookStatus } from "./webhooks/pusher.ts";
-import * as webhooks from "./webhooks/registry.ts";
-import type { Webhook } from "./webhooks/registry.ts";
+import type { PushConsumer, PushPipeline } from "./push/consumer.ts";
+import {
+  type Attempt,
+  Pushers,
+  type WebhookSend,
+  type WebhookStatus,
+} from "./push/webhook_pusher.ts";
+import * as webhooks from "./push/webhook_registry.ts";
+import type { Webhook } from "./push/webhook_registry.ts";
 import { type MetaRecord, RecordType } from "./storage/record.ts";
 
-export type { ConsumeOptions, Handed, Leased, Requeued } from "./deliveries.ts";
+export type { ConsumeOptions, Handed, Leased, Requeued } from "./delivery/deliveries.ts";
 export type { Published, PublishOptions } from "./publish.ts";
 export type { BatchItem } from "./publish_batch.ts";
 

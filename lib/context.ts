@@ -5,7 +5,7 @@
  */
 
 import type { Config } from "./config.ts";
-import type { Group } from "./group.ts";
+import type { Group } from "./delivery/group.ts";
 import type { Logger } from "./log.ts";
 import type { MemoryBudget } from "./memory/budget.ts";
 import type { Topic } from "./topic.ts";

@@ -299,7 +299,7 @@ export const enum State {
 }
 
 /**
- * A delivery's group as a message sees it: lib/group.ts's Group, named by this shape so that
+ * A delivery's group as a message sees it: lib/delivery/group.ts's Group, named by this shape so that
  * group.ts (which needs State) and this module do not import each other.
  */
 export interface DeliveryGroup {

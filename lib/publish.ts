@@ -5,7 +5,7 @@
  */
 
 import { MAX_PAYLOAD_BYTES } from "./config.ts";
-import type { Consumers } from "./consumers.ts";
+import type { Consumers } from "./delivery/consumers.ts";
 import type { BrokerContext } from "./context.ts";
 import { BrokerError } from "./errors.ts";
 import { heldSize } from "./memory/budget.ts";

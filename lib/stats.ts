@@ -5,7 +5,7 @@
  */
 
 import { DLQ_SUFFIX } from "./config.ts";
-import type { Group } from "./group.ts";
+import type { Group } from "./delivery/group.ts";
 import {
   DEFAULT_GROUP,
   isWebhookGroup,

@@ -6,7 +6,7 @@
 
 import { DLQ_SUFFIX } from "./config.ts";
 import { Departures } from "./departures.ts";
-import { Group } from "./group.ts";
+import { Group } from "./delivery/group.ts";
 import { Heap } from "./heap.ts";
 import { IdempotencyKeys, type SeenKey } from "./idempotency.ts";
 import { MemoryBudget } from "./memory/budget.ts";

@@ -3,7 +3,7 @@
  * the answer kept for the attempts log, a timeout or a network error reported as text.
  */
 
-import type { WebhookSend } from "../lib/webhooks/pusher.ts";
+import type { WebhookSend } from "../lib/push/webhook_pusher.ts";
 
 /** How long a webhook endpoint may take to answer (docs/api/webhooks.md: any 2xx within 15 s). */
 export const WEBHOOK_TIMEOUT_MS = 15_000;

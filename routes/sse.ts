@@ -10,7 +10,7 @@
  */
 
 import { concat } from "../lib/bytes.ts";
-import { broadcastItem, filterFn, handed } from "../lib/deliveries.ts";
+import { broadcastItem, filterFn, handed } from "../lib/delivery/deliveries.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
 import type { FeedEvent } from "../lib/feed.ts";

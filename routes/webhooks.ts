@@ -4,7 +4,7 @@
  */
 
 import { checkName } from "../lib/names.ts";
-import { MAX_WEBHOOK_URL_CHARS, type Webhook } from "../lib/webhooks/registry.ts";
+import { MAX_WEBHOOK_URL_CHARS, type Webhook } from "../lib/push/webhook_registry.ts";
 import type { BrokerApi } from "../lib/broker.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { readJson } from "./body.ts";
@@ -167,7 +167,7 @@ const header = (description: string, schema: Record<string, unknown>, required =
 });
 
 /**
- * The POST a webhook receives (lib/webhooks/pusher.ts builds it): the document's `webhooks`
+ * The POST a webhook receives (lib/push/webhook_pusher.ts builds it): the document's `webhooks`
  * section. A test checks real POSTs against it.
  */
 export const OUTBOUND_WEBHOOK = {

@@ -5,7 +5,7 @@
 
 import { isUtf8 } from "node:buffer";
 import type { BrokerApi, ClusterView, Handed, Leased, Published, Requeued } from "../lib/broker.ts";
-import type { Group } from "../lib/group.ts";
+import type { Group } from "../lib/delivery/group.ts";
 import { PRIORITIES } from "../lib/message.ts";
 import type { RatePoint } from "../lib/rates.ts";
 import type { GroupFigures, TopicFigures } from "../lib/stats.ts";

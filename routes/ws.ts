@@ -7,11 +7,11 @@
  */
 
 import type { BrokerApi, Handed } from "../lib/broker.ts";
-import type { Offered } from "../lib/consumers.ts";
-import { broadcastItem, handed } from "../lib/deliveries.ts";
-import { PushConsumer, type PushPipeline } from "../lib/push.ts";
+import type { Offered } from "../lib/delivery/consumers.ts";
+import { broadcastItem, handed } from "../lib/delivery/deliveries.ts";
+import { PushConsumer, type PushPipeline } from "../lib/push/consumer.ts";
 import { BrokerError } from "../lib/errors.ts";
-import type { Group } from "../lib/group.ts";
+import type { Group } from "../lib/delivery/group.ts";
 import { checkName } from "../lib/names.ts";
 import type { FeedEvent } from "../lib/feed.ts";
 import type { Topic } from "../lib/topic.ts";
@@ -348,7 +348,7 @@ function where(topic: string, group: string): string {
 }
 
 /**
- * A consuming subscription: a push consumer (lib/push.ts) on one group with `prefetch` as its
+ * A consuming subscription: a push consumer (lib/push/consumer.ts) on one group with `prefetch` as its
  * limit. A delivery the socket cannot take stops it: the socket is dropped as fallen behind.
  */
 class Consuming extends PushConsumer {

@@ -11,7 +11,7 @@ import (
 )
 
 // webhookVectors are tests/_support/webhook_vectors.json, which the broker's signer test
-// (tests/lib/webhooks/signature_test.ts) checks too.
+// (tests/lib/push/webhook_signature_test.ts) checks too.
 type webhookVector struct {
 	Name             string `json:"name"`
 	Secret           string `json:"secret"`

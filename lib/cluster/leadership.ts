@@ -5,7 +5,7 @@
  */
 
 import type { Topic } from "../topic.ts";
-import type { Pushers } from "../webhooks/pusher.ts";
+import type { Pushers } from "../push/webhook_pusher.ts";
 import type { Replicator } from "./replicator.ts";
 import type { ClusterState } from "./state.ts";
 import type { Entry } from "./replica_stream.ts";

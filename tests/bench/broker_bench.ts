@@ -1,6 +1,6 @@
 /**
  * Micro benchmarks of the broker's hot paths without HTTP: `deno bench -A tests/bench/broker_bench.ts`.
- * Run before and after touching lib/topic.ts, lib/group.ts, lib/storage/file_wal.ts or lib/storage/record.ts.
+ * Run before and after touching lib/topic.ts, lib/delivery/group.ts, lib/storage/file_wal.ts or lib/storage/record.ts.
  */
 
 import { Broker } from "../../lib/broker.ts";

@@ -8,17 +8,17 @@
  * POST gives its credit back, so a slow or dead endpoint holds only its own credits.
  */
 
-import type { Offered } from "../consumers.ts";
+import type { Offered } from "../delivery/consumers.ts";
 import type { BrokerContext } from "../context.ts";
-import { deadLetter, dlqName } from "../dead_letter.ts";
-import { ackIn } from "../deliveries.ts";
-import type { Group } from "../group.ts";
+import { deadLetter, dlqName } from "../delivery/dead_letter.ts";
+import { ackIn } from "../delivery/deliveries.ts";
+import type { Group } from "../delivery/group.ts";
 import { type Delivery, State } from "../message.ts";
-import { PushConsumer, type PushPipeline } from "../push.ts";
+import { PushConsumer, type PushPipeline } from "./consumer.ts";
 import { type Topic, webhookGroup } from "../topic.ts";
 import { RecordType } from "../storage/record.ts";
-import { hmacKey, signatures } from "./signature.ts";
-import type { Webhook } from "./registry.ts";
+import { hmacKey, signatures } from "./webhook_signature.ts";
+import type { Webhook } from "./webhook_registry.ts";
 
 /** How long a POST's message stays leased to its pusher; a POST gives up after 15 s. */
 export const WEBHOOK_LEASE_MS = 60_000;

@@ -1,10 +1,10 @@
-import { assertEquals } from "../_support/assert.ts";
-import { Broker } from "../../lib/broker.ts";
-import { defaultConfig, IDEMPOTENCY_WINDOW_MS as W, MAX_ATTEMPTS } from "../../lib/config.ts";
-import { MemoryWal } from "../../lib/storage/memory_wal.ts";
-import type { Appended } from "../../lib/storage/wal.ts";
-import { RecordType, type WalRecord } from "../../lib/storage/record.ts";
-import { bytes, T0, texts } from "./_broker.ts";
+import { assertEquals } from "../../_support/assert.ts";
+import { Broker } from "../../../lib/broker.ts";
+import { defaultConfig, IDEMPOTENCY_WINDOW_MS as W, MAX_ATTEMPTS } from "../../../lib/config.ts";
+import { MemoryWal } from "../../../lib/storage/memory_wal.ts";
+import type { Appended } from "../../../lib/storage/wal.ts";
+import { RecordType, type WalRecord } from "../../../lib/storage/record.ts";
+import { bytes, T0, texts } from "../_broker.ts";
 
 /** A MemoryWal that remembers the type of every record appended to it. */
 class RecordingWal extends MemoryWal {

@@ -1,5 +1,5 @@
-import { assert, assertEquals } from "../_support/assert.ts";
-import { Alarm } from "../../lib/alarm.ts";
+import { assert, assertEquals } from "../../_support/assert.ts";
+import { Alarm } from "../../../lib/delivery/alarm.ts";
 
 /** An alarm on the real clock whose rings are heard as promises. */
 function alarm() {

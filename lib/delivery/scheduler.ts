@@ -6,11 +6,11 @@
  * coming due, idempotency keys leaving their window, long-poll timeouts, compaction).
  */
 
-import type { Compactor } from "./storage/compactor.ts";
+import type { Compactor } from "../storage/compactor.ts";
 import type { Consumers } from "./consumers.ts";
-import type { BrokerContext } from "./context.ts";
+import type { BrokerContext } from "../context.ts";
 import { leaseEnded } from "./deliveries.ts";
-import type { Topic } from "./topic.ts";
+import type { Topic } from "../topic.ts";
 
 /**
  * Shortest time between two sweeps the alarm runs: deadlines a millisecond apart (a burst of

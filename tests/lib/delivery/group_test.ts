@@ -1,7 +1,7 @@
-import { assertEquals } from "../_support/assert.ts";
-import { Group } from "../../lib/group.ts";
-import { type Delivery, StoredMessage } from "../../lib/message.ts";
-import { bytes, T0, text } from "./_broker.ts";
+import { assertEquals } from "../../_support/assert.ts";
+import { Group } from "../../../lib/delivery/group.ts";
+import { type Delivery, StoredMessage } from "../../../lib/message.ts";
+import { bytes, T0, text } from "../_broker.ts";
 
 const HIGH = 0, NORMAL = 1, LOW = 2;
 const never = () => false;

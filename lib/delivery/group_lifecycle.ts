@@ -3,12 +3,12 @@
  * with a GROUP record, receiving what is published from then on. The default group is "".
  */
 
-import type { BrokerContext } from "./context.ts";
-import { BrokerError } from "./errors.ts";
+import type { BrokerContext } from "../context.ts";
+import { BrokerError } from "../errors.ts";
 import type { Group } from "./group.ts";
-import { checkName } from "./names.ts";
-import { DEFAULT_GROUP, isWebhookGroup, type Topic } from "./topic.ts";
-import { RecordType } from "./storage/record.ts";
+import { checkName } from "../names.ts";
+import { DEFAULT_GROUP, isWebhookGroup, type Topic } from "../topic.ts";
+import { RecordType } from "../storage/record.ts";
 
 /** The group of a topic, created (and recorded) when missing. */
 export function getGroup(ctx: BrokerContext, topic: Topic, name: string): Group {

@@ -1,9 +1,9 @@
-import { assertEquals } from "../_support/assert.ts";
-import { Consumers, type Offered } from "../../lib/consumers.ts";
-import { take } from "../../lib/deliveries.ts";
-import { PushConsumer } from "../../lib/push.ts";
-import type { Topic } from "../../lib/topic.ts";
-import { memTopic, put, T0 } from "./_broker.ts";
+import { assertEquals } from "../../_support/assert.ts";
+import { Consumers, type Offered } from "../../../lib/delivery/consumers.ts";
+import { take } from "../../../lib/delivery/deliveries.ts";
+import { PushConsumer } from "../../../lib/push/consumer.ts";
+import type { Topic } from "../../../lib/topic.ts";
+import { memTopic, put, T0 } from "../_broker.ts";
 
 /** A push consumer over the real pipeline that records what it sends; `full` refuses sends. */
 class Recorder extends PushConsumer {

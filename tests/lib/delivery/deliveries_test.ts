@@ -1,5 +1,5 @@
-import { assert, assertEquals, assertRejects, assertThrows } from "../_support/assert.ts";
-import { MAX_ATTEMPTS, MAX_PEEK } from "../../lib/config.ts";
+import { assert, assertEquals, assertRejects, assertThrows } from "../../_support/assert.ts";
+import { MAX_ATTEMPTS, MAX_PEEK } from "../../../lib/config.ts";
 import {
   ack,
   ackIn,
@@ -11,9 +11,9 @@ import {
   requeue,
   take,
   touch,
-} from "../../lib/deliveries.ts";
-import type { TakeSpec } from "../../lib/group.ts";
-import { bytes, openBroker, T0, text, texts } from "./_broker.ts";
+} from "../../../lib/delivery/deliveries.ts";
+import type { TakeSpec } from "../../../lib/delivery/group.ts";
+import { bytes, openBroker, T0, text, texts } from "../_broker.ts";
 
 const lease = (limit: number, visibilityMs = 1_000): TakeSpec => ({
   limit,

@@ -1,6 +1,6 @@
-import { assertEquals, assertRejects, assertThrows } from "../_support/assert.ts";
-import { createGroup, getGroup, listGroups } from "../../lib/groups.ts";
-import { bytes, openBroker, T0, texts } from "./_broker.ts";
+import { assertEquals, assertRejects, assertThrows } from "../../_support/assert.ts";
+import { createGroup, getGroup, listGroups } from "../../../lib/delivery/group_lifecycle.ts";
+import { bytes, openBroker, T0, texts } from "../_broker.ts";
 
 Deno.test("getGroup() creates a missing group once, with a GROUP record that survives a restart", async () => {
   const t = await openBroker({ dataDir: "temp" });

@@ -7,9 +7,9 @@
  * each says how it sends one delivery and what its limit is now.
  */
 
-import type { Consumer, Consumers, Offered } from "./consumers.ts";
-import type { Group } from "./group.ts";
-import type { Topic } from "./topic.ts";
+import type { Consumer, Consumers, Offered } from "../delivery/consumers.ts";
+import type { Group } from "../delivery/group.ts";
+import type { Topic } from "../topic.ts";
 
 /** What a push consumer needs of the delivery pipeline. */
 export type PushPipeline = Pick<Consumers, "add" | "deliver">;

@@ -1,11 +1,11 @@
-import { assert, assertEquals } from "../_support/assert.ts";
-import { type Consumer, Consumers } from "../../lib/consumers.ts";
-import { filterFn, take } from "../../lib/deliveries.ts";
-import type { Group } from "../../lib/group.ts";
-import { StoredMessage } from "../../lib/message.ts";
-import type { Topic } from "../../lib/topic.ts";
-import { RecordType } from "../../lib/storage/record.ts";
-import { bytes, memTopic, put, T0, text } from "./_broker.ts";
+import { assert, assertEquals } from "../../_support/assert.ts";
+import { type Consumer, Consumers } from "../../../lib/delivery/consumers.ts";
+import { filterFn, take } from "../../../lib/delivery/deliveries.ts";
+import type { Group } from "../../../lib/delivery/group.ts";
+import { StoredMessage } from "../../../lib/message.ts";
+import type { Topic } from "../../../lib/topic.ts";
+import { RecordType } from "../../../lib/storage/record.ts";
+import { bytes, memTopic, put, T0, text } from "../_broker.ts";
 
 /**
  * A consumer that records what it is offered and whether it was closed. It keeps its own credits

@@ -1,17 +1,17 @@
 /**
  * @module The consumers waiting on groups, and the one hand-off that serves them. A consumer
  * holds credits (NSQ's RDY count): how many more deliveries it takes now. A long-poll is a
- * one-shot consumer with `limit` credits and a deadline; a push consumer (lib/push.ts: a webhook
+ * one-shot consumer with `limit` credits and a deadline; a push consumer (lib/push/consumer.ts: a webhook
  * pusher, a consuming WebSocket) stays, its credits its limit minus the leases it holds. Publish, requeue, a lease
  * that ends, a delay that comes due and redrive all hand messages out through `deliver()`.
  * Broadcast is an offer to the consumers waiting at that instant: nothing is leased.
  */
 
-import { MAX_ANSWER_PAYLOAD_BYTES } from "./config.ts";
+import { MAX_ANSWER_PAYLOAD_BYTES } from "../config.ts";
 import type { Group, TakeSpec } from "./group.ts";
-import { Heap } from "./heap.ts";
-import type { Delivery, StoredMessage } from "./message.ts";
-import type { Topic } from "./topic.ts";
+import { Heap } from "../heap.ts";
+import type { Delivery, StoredMessage } from "../message.ts";
+import type { Topic } from "../topic.ts";
 
 /** What a consumer is handed: a leased (or peeked) delivery, or a broadcast message. */
 export interface Offered {
@@ -31,7 +31,7 @@ export interface Consumer {
   readonly peek: boolean;
   /**
    * How many more deliveries it takes now; 0 parks it until it is served again. The consumer
-   * keeps the count (lib/push.ts): the pipeline only reads it.
+   * keeps the count (lib/push/consumer.ts): the pipeline only reads it.
    */
   readonly credits: number;
   /** When it stops waiting (Infinity: until it leaves). */

@@ -4,9 +4,9 @@
  * in a heap by lease end) or done. Stale heap and FIFO entries are skipped, never searched for.
  */
 
-import { Deque } from "./deque.ts";
-import { Heap } from "./heap.ts";
-import { type Delivery, State, type StoredMessage } from "./message.ts";
+import { Deque } from "../deque.ts";
+import { Heap } from "../heap.ts";
+import { type Delivery, State, type StoredMessage } from "../message.ts";
 
 interface LeaseEntry {
   d: Delivery;

@@ -1,7 +1,7 @@
 import { createHmac } from "node:crypto";
 import { Webhook } from "standardwebhooks";
 import { assertEquals, assertThrows } from "../../_support/assert.ts";
-import { hmacKey, signatures, signingKey } from "../../../lib/webhooks/signature.ts";
+import { hmacKey, signatures, signingKey } from "../../../lib/push/webhook_signature.ts";
 import vectors from "../../_support/webhook_vectors.json" with { type: "json" };
 
 const body = new TextEncoder().encode('{"order":42,"note":"naïve"}');

@@ -4,14 +4,14 @@
  * between leaves a duplicate (at-least-once), never a loss.
  */
 
-import { DLQ_SUFFIX, MAX_ATTEMPTS } from "./config.ts";
-import type { BrokerContext } from "./context.ts";
-import { BrokerError } from "./errors.ts";
+import { DLQ_SUFFIX, MAX_ATTEMPTS } from "../config.ts";
+import type { BrokerContext } from "../context.ts";
+import { BrokerError } from "../errors.ts";
 import type { Group } from "./group.ts";
-import { checkName } from "./names.ts";
-import type { Delivery, StoredMessage } from "./message.ts";
-import { DEFAULT_GROUP, isWebhookGroup, originGroups, type Topic } from "./topic.ts";
-import { type DeliverySpec, RecordType } from "./storage/record.ts";
+import { checkName } from "../names.ts";
+import type { Delivery, StoredMessage } from "../message.ts";
+import { DEFAULT_GROUP, isWebhookGroup, originGroups, type Topic } from "../topic.ts";
+import { type DeliverySpec, RecordType } from "../storage/record.ts";
 
 /** The dead-letter topic name of `topic`. */
 export function dlqName(topic: string): string {

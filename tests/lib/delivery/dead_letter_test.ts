@@ -1,17 +1,17 @@
-import { DelegatingWal } from "../_support/wal.ts";
-import { originGroups } from "../../lib/topic.ts";
-import { assert, assertEquals, assertRejects } from "../_support/assert.ts";
-import { Broker } from "../../lib/broker.ts";
-import { defaultConfig, MAX_ATTEMPTS } from "../../lib/config.ts";
-import { deadLetter, dlqName, exhausted, redrive } from "../../lib/dead_letter.ts";
-import { take } from "../../lib/deliveries.ts";
-import { silentLogger } from "../../lib/log.ts";
-import { heldSize } from "../../lib/memory/budget.ts";
-import { FileWal } from "../../lib/storage/file_wal.ts";
-import type { Appended, Wal, WalInit } from "../../lib/storage/wal.ts";
-import { RecordType, type WalRecord } from "../../lib/storage/record.ts";
-import { replayFile } from "../../lib/storage/replay.ts";
-import { bytes, openBroker, T0, text, texts } from "./_broker.ts";
+import { DelegatingWal } from "../../_support/wal.ts";
+import { originGroups } from "../../../lib/topic.ts";
+import { assert, assertEquals, assertRejects } from "../../_support/assert.ts";
+import { Broker } from "../../../lib/broker.ts";
+import { defaultConfig, MAX_ATTEMPTS } from "../../../lib/config.ts";
+import { deadLetter, dlqName, exhausted, redrive } from "../../../lib/delivery/dead_letter.ts";
+import { take } from "../../../lib/delivery/deliveries.ts";
+import { silentLogger } from "../../../lib/log.ts";
+import { heldSize } from "../../../lib/memory/budget.ts";
+import { FileWal } from "../../../lib/storage/file_wal.ts";
+import type { Appended, Wal, WalInit } from "../../../lib/storage/wal.ts";
+import { RecordType, type WalRecord } from "../../../lib/storage/record.ts";
+import { replayFile } from "../../../lib/storage/replay.ts";
+import { bytes, openBroker, T0, text, texts } from "../_broker.ts";
 
 type B = Awaited<ReturnType<typeof openBroker>>["broker"];
 

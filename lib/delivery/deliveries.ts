@@ -4,17 +4,17 @@
  * state. A third attempt sends the message to the dead-letter queue (dead_letter.ts).
  */
 
-import { MAX_ANSWER_PAYLOAD_BYTES, MAX_PEEK } from "./config.ts";
+import { MAX_ANSWER_PAYLOAD_BYTES, MAX_PEEK } from "../config.ts";
 import type { Consumers, Offered } from "./consumers.ts";
-import type { BrokerContext } from "./context.ts";
+import type { BrokerContext } from "../context.ts";
 import { deadLetter, dlqName, exhausted } from "./dead_letter.ts";
-import { BrokerError } from "./errors.ts";
+import { BrokerError } from "../errors.ts";
 import type { Group, TakeSpec } from "./group.ts";
-import { type Delivery, matchesFilter, State, type StoredMessage } from "./message.ts";
-import { checkName } from "./names.ts";
-import { prefetchPayloads } from "./memory/payload_file.ts";
-import { DEFAULT_GROUP, type Topic } from "./topic.ts";
-import { RecordType } from "./storage/record.ts";
+import { type Delivery, matchesFilter, State, type StoredMessage } from "../message.ts";
+import { checkName } from "../names.ts";
+import { prefetchPayloads } from "../memory/payload_file.ts";
+import { DEFAULT_GROUP, type Topic } from "../topic.ts";
+import { RecordType } from "../storage/record.ts";
 
 /** What a consumer asks for. */
 export interface ConsumeOptions {
