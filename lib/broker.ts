@@ -34,10 +34,10 @@ import { Rates } from "./rates.ts";
 import { Stats } from "./stats.ts";
 import { Feed } from "./feed.ts";
 import { Registry } from "./topics.ts";
-import { type Topic, type TopicOptions, webhookGroup } from "./topic.ts";
+import { type Topic, type TopicOptions, type TopicView, webhookGroup } from "./topic.ts";
 import { defaultOpenWal } from "./storage/open_wal.ts";
 import type { OpenWal } from "./storage/wal.ts";
-import type { PushConsumer, PushPipeline } from "./push/consumer.ts";
+import { type PushSink, SinkConsumer } from "./push/consumer.ts";
 import {
   type Attempt,
   Pushers,
@@ -62,61 +62,6 @@ export interface ClusterView {
   /** The followers whose acks a write waits for. */
   synchronous: ReadonlySet<string>;
 }
-
-/**
- * What routes/ may use of the broker: its verbs and read-only views. The pipeline, the
- * replicator, the scheduler and ungated topic creation stay behind it (tests/imports_test.ts
- * keeps routes/ to the lib modules it lists; this type keeps them to these members).
- */
-export type BrokerApi = Pick<
-  Broker,
-  | "ack"
-  | "broadcast"
-  | "cluster"
-  | "clusterView"
-  | "config"
-  | "consume"
-  | "createGroup"
-  | "createTopic"
-  | "deleteTopic"
-  | "drain"
-  | "drainingError"
-  | "draining"
-  | "eachTopic"
-  | "effective"
-  | "feed"
-  | "findWebhook"
-  | "listWebhooks"
-  | "webhookAttempts"
-  | "findTopic"
-  | "healthy"
-  | "leased"
-  | "listGroups"
-  | "log"
-  | "memory"
-  | "nodeId"
-  | "now"
-  | "onDrain"
-  | "peek"
-  | "publish"
-  | "publishBatch"
-  | "purge"
-  | "pushConsumer"
-  | "rates"
-  | "redrive"
-  | "registerWebhook"
-  | "release"
-  // The transport of GET /cluster/replicate: the follower's socket attaches to it.
-  | "replicator"
-  | "removeWebhook"
-  | "requeue"
-  | "reserve"
-  | "startedAt"
-  | "stats"
-  | "touch"
-  | "version"
-  | "webhookStatus"
->;
 
 /** Options of Broker.open. */
 export interface OpenOptions {
@@ -282,7 +227,7 @@ export class Broker implements BrokerContext {
     return topic.wal.barrier().then(() => topic);
   }
 
-  effective(topic: Topic): EffectiveSettings {
+  effective(topic: TopicView): EffectiveSettings {
     return {
       visibilityMs: topic.settings.visibilityMs || this.config.visibilityMs,
       maxMessages: topic.settings.maxMessages || this.config.maxQueue,
@@ -414,18 +359,15 @@ export class Broker implements BrokerContext {
   }
 
   /**
-   * A push consumer on `name`'s `group` (both created as a consume creates them), built by `make`
-   * from the pipeline, the topic, the group and the topic's visibility; `start()` joins it.
+   * A push consumer on `name`'s `group` (both created as a consume creates them) that sends to
+   * `sink`, with the topic's visibility as its leases; `start()` joins it to the pipeline.
    */
-  pushConsumer<C extends PushConsumer>(
-    name: string,
-    group: string,
-    make: (pipeline: PushPipeline, topic: Topic, group: Group, visibilityMs: number) => C,
-  ): C {
+  pushConsumer(name: string, group: string, sink: PushSink): SinkConsumer {
     this.#gate();
     const topic = this.getTopic(name);
     const g = this.getGroup(topic, group);
-    return make(this.consumers, topic, g, this.effective(topic).visibilityMs);
+    const visibilityMs = this.effective(topic).visibilityMs;
+    return new SinkConsumer(this.consumers, topic, g, visibilityMs, () => this.now(), sink);
   }
 
   /** Registers a webhook on a topic and starts pushing to it. */

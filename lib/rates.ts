@@ -5,7 +5,7 @@
  */
 
 import type { Stats } from "./stats.ts";
-import type { Topic, TopicCounters } from "./topic.ts";
+import type { Topic, TopicCounters, TopicView } from "./topic.ts";
 
 /** How often the counters are sampled. */
 export const RATE_INTERVAL_MS = 5_000;
@@ -73,7 +73,7 @@ class Ring {
 export class Rates {
   readonly #totals = new Ring();
   // Keyed by the Topic object: a topic deleted and created again starts a new history.
-  readonly #topics = new Map<Topic, Ring>();
+  readonly #topics = new Map<TopicView, Ring>();
   #due = -Infinity;
 
   constructor(
@@ -86,7 +86,7 @@ export class Rates {
     if (now < this.#due) return;
     this.#due = now + RATE_INTERVAL_MS;
     this.#totals.push(now, this.stats.totals);
-    const alive = new Set<Topic>();
+    const alive = new Set<TopicView>();
     for (const t of this.topics()) {
       alive.add(t);
       let ring = this.#topics.get(t);
@@ -107,12 +107,12 @@ export class Rates {
   }
 
   /** One topic's rates, oldest first; empty until it has two samples. */
-  of(topic: Topic): RatePoint[] {
+  of(topic: TopicView): RatePoint[] {
     return this.#topics.get(topic)?.points() ?? [];
   }
 
   /** One topic's latest rates, or undefined before its second sample. */
-  latest(topic: Topic): RatePoint | undefined {
+  latest(topic: TopicView): RatePoint | undefined {
     return this.#topics.get(topic)?.latest();
   }
 }

@@ -119,6 +119,9 @@ export function isWebhookGroup(name: string): boolean {
 /** The default group's name. */
 export const DEFAULT_GROUP = "";
 
+/** A topic as routes/ see it (lib/api.ts): its name and settings, nothing that changes it. */
+export type TopicView = Pick<Topic, "name" | "settings">;
+
 export class Topic {
   /** Sequence number of the last record applied. */
   seq = 0;

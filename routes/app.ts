@@ -4,7 +4,7 @@
  * errors become problem responses.
  */
 
-import type { Broker } from "../lib/broker.ts";
+import type { BrokerApi, MetricsSource } from "../lib/api.ts";
 import { BrokerError } from "../lib/errors.ts";
 import type { Logger } from "../lib/log.ts";
 import { acceptsOf, checkQuery } from "./accepts.ts";
@@ -57,7 +57,7 @@ const PROCESS_ID = crypto.randomUUID().slice(0, 8);
 const REQUEST_ID = /^[A-Za-z0-9._:\-]{1,128}$/;
 
 /** The fetch handler for Deno.serve (and `deno serve`). */
-export function createHandler(broker: Broker, opts: AppOptions = {}) {
+export function createHandler(broker: BrokerApi & MetricsSource, opts: AppOptions = {}) {
   const router = new Router(opts.routes ?? ROUTES, (r) => acceptsOf(r, takesQueryKey(r)));
   const before = opts.before ?? [];
   const after = opts.after ?? [];

@@ -5,7 +5,7 @@
  * follower serves from its own copy.
  */
 
-import type { ClusterState } from "../lib/cluster/state.ts";
+import type { ClusterState } from "../lib/api.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { problem } from "./http.ts";
 import type { BeforeHook } from "./router.ts";

@@ -5,10 +5,8 @@
  * arrays that a scrape turns into histograms. Handlers reach it through their Ctx.
  */
 
+import type { MetricsSource, TopicCounters, TopicFigures } from "../lib/api.ts";
 import type { Metric, Registry } from "prom-client";
-import type { Broker } from "../lib/broker.ts";
-import type { TopicFigures } from "../lib/stats.ts";
-import type { TopicCounters } from "../lib/topic.ts";
 
 /** Upper bounds, in seconds, of ferry_http_request_duration_seconds; long-polls reach 30 s. */
 export const HTTP_BUCKETS_S = [
@@ -107,7 +105,7 @@ export class Metrics {
   readonly #routes = new Map<string, RouteStats>();
   /** Webhook POST durations per topic. */
   readonly #webhooks = new Map<string, Buckets>();
-  #broker: Broker | undefined;
+  #broker: MetricsSource | undefined;
   /** The stats projection of the scrape under way, taken once in render(). */
   #figures: TopicFigures[] = [];
 
@@ -332,7 +330,7 @@ export class Metrics {
   }
 
   /** Makes this the broker's metrics and the source of the per-topic series. */
-  attach(broker: Broker): this {
+  attach(broker: MetricsSource): this {
     this.#broker = broker;
     return this;
   }

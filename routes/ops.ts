@@ -1,10 +1,10 @@
 /** What operators read: GET /metrics, /api/stats, /api/rates, /api/cluster/status. */
 
+import { RATE_INTERVAL_MS } from "../lib/api.ts";
 import { type Metrics, UNMATCHED } from "./metrics.ts";
 import { json } from "./http.ts";
 import type { AfterHook, Ctx, Route } from "./router.ts";
 import { BrokerError } from "../lib/errors.ts";
-import { RATE_INTERVAL_MS } from "../lib/rates.ts";
 import type { RatePointJson, RatesJson } from "../protocol/wire.ts";
 import { clusterStatusJson, rateJson, standaloneStatusJson, statsJson } from "./wire.ts";
 import { jsonAnswer, query, type RouteDoc, TOPIC_NAME } from "./route_doc.ts";

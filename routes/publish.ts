@@ -1,13 +1,16 @@
 /** POST /publish/{topic}: raw bytes in, with ttl, delay, priority, broadcast and idempotency. */
 
+import {
+  allocPayload,
+  autoKey,
+  type BrokerApi,
+  PRIORITIES,
+  type PublishOptions,
+} from "../lib/api.ts";
 import type { ErrorCode } from "../protocol/error_codes.ts";
-import type { BrokerApi, PublishOptions } from "../lib/broker.ts";
-import { autoKey } from "../lib/idempotency.ts";
 import { publishedText } from "./wire.ts";
 import { MAX_PAYLOAD_BYTES, MAX_TIME_MS } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
-import { PRIORITIES } from "../lib/message.ts";
-import { allocPayload } from "../lib/memory/slab.ts";
 import { checkName } from "../lib/names.ts";
 import { readBody } from "./body.ts";
 import { describe, json, jsonText } from "./http.ts";

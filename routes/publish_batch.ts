@@ -4,8 +4,8 @@
  * a bad item fails the request with a problem naming its index, and nothing is stored.
  */
 
+import { allocPayload, autoKey, type BatchItem, copyPayload, PRIORITIES } from "../lib/api.ts";
 import { isAscii, isUtf8 } from "node:buffer";
-import type { BatchItem } from "../lib/broker.ts";
 import {
   MAX_BATCH_BODY_BYTES,
   MAX_BATCH_MESSAGES,
@@ -13,10 +13,7 @@ import {
   MAX_TIME_MS,
 } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
-import { autoKey } from "../lib/idempotency.ts";
-import { PRIORITIES } from "../lib/message.ts";
 import { checkName } from "../lib/names.ts";
-import { allocPayload, copyPayload } from "../lib/memory/slab.ts";
 import { schemaRef } from "../protocol/schemas.ts";
 import type { BatchPublishMessage } from "../protocol/wire.ts";
 import { type Accepts, checkFields } from "./accepts.ts";

@@ -5,8 +5,8 @@
  * the term the follower names accepts it.
  */
 
+import type { ReplicaLink, Session } from "../lib/api.ts";
 import { BrokerError } from "../lib/errors.ts";
-import type { ReplicaLink, Session } from "../lib/cluster/replicator.ts";
 import type { Ctx, Route } from "./router.ts";
 import { query, type RouteDoc } from "./route_doc.ts";
 

@@ -4,8 +4,8 @@
  * may be missing (`/publish/`), so the handler can say which field.
  */
 
+import type { BrokerApi } from "../lib/api.ts";
 import { BrokerError } from "../lib/errors.ts";
-import type { BrokerApi } from "../lib/broker.ts";
 import type { Accepts } from "./accepts.ts";
 import type { Query } from "./http.ts";
 import type { Metrics } from "./metrics.ts";

@@ -9,11 +9,10 @@
  * waits for the restart and resumes instead of reporting a failure.
  */
 
+import { feedDelivery, type FeedEvent, filterFn } from "../lib/api.ts";
 import { concat } from "../lib/bytes.ts";
-import { broadcastItem, filterFn, handed } from "../lib/delivery/deliveries.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
-import type { FeedEvent } from "../lib/feed.ts";
 import type { Ctx, Route } from "./router.ts";
 import { messageText } from "./wire.ts";
 import { query, type RouteDoc } from "./route_doc.ts";
@@ -57,11 +56,8 @@ const built = new WeakMap<FeedEvent, Uint8Array>();
 function encoded(e: FeedEvent & { kind: "message" | "broadcast" }): Uint8Array {
   let bytes = built.get(e);
   if (!bytes) {
-    const stored = e.kind === "message";
-    const data = messageText(
-      stored ? handed(e.topic, e, "", e.origin) : handed(e.topic, broadcastItem(e.msg), "", ""),
-    );
-    built.set(e, bytes = event({ id: stored ? e.seq : undefined, data }));
+    const data = messageText(feedDelivery(e));
+    built.set(e, bytes = event({ id: e.kind === "message" ? e.seq : undefined, data }));
   }
   return bytes;
 }

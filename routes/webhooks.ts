@@ -3,9 +3,8 @@
  * delete one, and read its recent attempts. The secret is never shown.
  */
 
+import { type BrokerApi, MAX_WEBHOOK_URL_CHARS, type Webhook } from "../lib/api.ts";
 import { checkName } from "../lib/names.ts";
-import { MAX_WEBHOOK_URL_CHARS, type Webhook } from "../lib/push/webhook_registry.ts";
-import type { BrokerApi } from "../lib/broker.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { readJson } from "./body.ts";
 import { json, needString, optString } from "./http.ts";

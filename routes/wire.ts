@@ -3,13 +3,21 @@
  * snake_case fields, ISO times, durations as text. The one place a wire shape is written.
  */
 
+import {
+  type BrokerApi,
+  type ClusterView,
+  type GroupFigures,
+  type GroupView,
+  type Handed,
+  type Leased,
+  PRIORITIES,
+  type Published,
+  type RatePoint,
+  type Requeued,
+  type TopicFigures,
+  type TopicView,
+} from "../lib/api.ts";
 import { isUtf8 } from "node:buffer";
-import type { BrokerApi, ClusterView, Handed, Leased, Published, Requeued } from "../lib/broker.ts";
-import type { Group } from "../lib/delivery/group.ts";
-import { PRIORITIES } from "../lib/message.ts";
-import type { RatePoint } from "../lib/rates.ts";
-import type { GroupFigures, TopicFigures } from "../lib/stats.ts";
-import type { Topic } from "../lib/topic.ts";
 import { formatDuration } from "../protocol/duration.ts";
 import type {
   ClusterStatus,
@@ -186,7 +194,7 @@ export function requeuedJson(id: string, topic: string, r: Requeued): RequeueAns
 }
 
 /** The topic resource of docs/api/topics-and-groups.md. */
-export function topicJson(broker: BrokerApi, t: Topic): TopicJson {
+export function topicJson(broker: BrokerApi, t: TopicView): TopicJson {
   const eff = broker.effective(t);
   return {
     name: t.name,
@@ -200,7 +208,7 @@ export function topicJson(broker: BrokerApi, t: Topic): TopicJson {
 }
 
 /** A named group. */
-export function groupJson(topic: string, g: Group): GroupJson {
+export function groupJson(topic: string, g: GroupView): GroupJson {
   return { topic, group: g.name, created_at: isoTime(g.createdAt) };
 }
 

@@ -6,15 +6,16 @@
  * `idleTimeout` (see `wsRoutes`); drain closes every socket with 1001.
  */
 
-import type { BrokerApi, Handed } from "../lib/broker.ts";
-import type { Offered } from "../lib/delivery/consumers.ts";
-import { broadcastItem, handed } from "../lib/delivery/deliveries.ts";
-import { PushConsumer, type PushPipeline } from "../lib/push/consumer.ts";
+import {
+  type BrokerApi,
+  feedDelivery,
+  type FeedEvent,
+  type Handed,
+  type PushHandle,
+  type PushSink,
+} from "../lib/api.ts";
 import { BrokerError } from "../lib/errors.ts";
-import type { Group } from "../lib/delivery/group.ts";
 import { checkName } from "../lib/names.ts";
-import type { FeedEvent } from "../lib/feed.ts";
-import type { Topic } from "../lib/topic.ts";
 import type { ErrorCode } from "../protocol/error_codes.ts";
 import type { WsServerFrame } from "../protocol/wire.ts";
 import type { Ctx, Route } from "./router.ts";
@@ -161,18 +162,18 @@ class Session {
 
   /** Ends a consuming subscription that cannot keep up, and says why. */
   dropConsumer(c: Consuming, reason: string): void {
-    if (this.#consuming.get(c.topic.name) !== c) return;
+    if (this.#consuming.get(c.topic) !== c) return;
     c.stop();
-    this.#consuming.delete(c.topic.name);
-    this.error("unavailable", `Subscription "${c.topic.name}" dropped: ${reason}`);
+    this.#consuming.delete(c.topic);
+    this.error("unavailable", `Subscription "${c.topic}" dropped: ${reason}`);
   }
 
   /** A consumer removed by the broker: a drain, or its topic was deleted. */
   consumerClosed(c: Consuming): void {
     if (this.broker.draining) return this.#drained();
-    if (this.#consuming.get(c.topic.name) !== c) return;
-    this.#consuming.delete(c.topic.name);
-    this.error("not_found", `Subscription "${c.topic.name}" ended: the topic was deleted`);
+    if (this.#consuming.get(c.topic) !== c) return;
+    this.#consuming.delete(c.topic);
+    this.error("not_found", `Subscription "${c.topic}" ended: the topic was deleted`);
   }
 
   close(code: number, reason: string): void {
@@ -221,15 +222,9 @@ class Session {
 
   #heard(pattern: string, spy: Spy, e: FeedEvent): void {
     if (this.#spies.get(pattern) !== spy) return; // unsubscribed meanwhile
-    let h: Handed;
     switch (e.kind) {
-      case "message": {
-        // A dead letter's `group` names the group it failed in.
-        h = handed(e.topic, e, "", e.origin);
-        break;
-      }
+      case "message":
       case "broadcast":
-        h = handed(e.topic, broadcastItem(e.msg), "", "");
         break;
       case "gap":
         return; // only a resume (afterSeq) hears one, and sockets do not resume
@@ -239,7 +234,7 @@ class Session {
       case "closed":
         return this.#drained();
     }
-    if (!this.#sendSpied(pattern, e, h)) {
+    if (!this.#sendSpied(pattern, e, feedDelivery(e))) {
       spy.off();
       this.#spies.delete(pattern);
       const waiting = this.socket.bufferedAmount;
@@ -261,18 +256,14 @@ class Session {
     if (group) checkName(group, "group");
     const held = this.#consuming.get(topic);
     if (held) {
-      if (held.group.name === group) return this.send({ type: "subscribed", topic });
+      if (held.group === group) return this.send({ type: "subscribed", topic });
       throw new BrokerError(
         "already_exists",
-        `Already consuming "${topic}" as group "${held.group.name}" on this socket: ` +
+        `Already consuming "${topic}" as group "${held.group}" on this socket: ` +
           "unsubscribe first",
       );
     }
-    const c = this.broker.pushConsumer(
-      topic,
-      group,
-      (pipeline, t, g, visibilityMs) => new Consuming(this, pipeline, t, g, prefetch, visibilityMs),
-    );
+    const c = new Consuming(this, topic, group, prefetch);
     this.#consuming.set(topic, c);
     this.send({ type: "subscribed", topic });
     c.start(this.broker.now()); // hands over what is ready now
@@ -302,11 +293,11 @@ class Session {
     const c = this.#consumer(topic, "ack");
     c.settle(id);
     try {
-      const { notFound } = await this.broker.ack(topic, c.group.name, [id]);
+      const { notFound } = await this.broker.ack(topic, c.group, [id]);
       if (notFound.length) {
         throw new BrokerError(
           "message_not_found",
-          `Cannot ack message "${id.slice(0, 64)}" in ${where(topic, c.group.name)}: not found`,
+          `Cannot ack message "${id.slice(0, 64)}" in ${where(topic, c.group)}: not found`,
         );
       }
     } finally {
@@ -318,7 +309,7 @@ class Session {
     const c = this.#consumer(topic, "requeue");
     c.settle(id); // before the requeue, which may hand the message straight back
     try {
-      await this.broker.requeue(topic, c.group.name, id, {
+      await this.broker.requeue(topic, c.group, id, {
         reason: reason ? reason.slice(0, MAX_REASON_CHARS) : undefined,
       });
     } finally {
@@ -348,33 +339,49 @@ function where(topic: string, group: string): string {
 }
 
 /**
- * A consuming subscription: a push consumer (lib/push/consumer.ts) on one group with `prefetch` as its
- * limit. A delivery the socket cannot take stops it: the socket is dropped as fallen behind.
+ * A consuming subscription: the sink of a push consumer (lib/push/consumer.ts) on one group with
+ * `prefetch` as its limit. A delivery the socket cannot take stops it: the socket is dropped as
+ * fallen behind.
  */
-class Consuming extends PushConsumer {
+class Consuming implements PushSink {
+  readonly #consumer: PushHandle;
+
   constructor(
     private readonly session: Session,
-    pipeline: PushPipeline,
-    topic: Topic,
-    group: Group,
+    readonly topic: string,
+    readonly group: string,
     readonly prefetch: number,
-    visibilityMs: number,
   ) {
-    super(pipeline, topic, group, visibilityMs, () => session.broker.now());
+    this.#consumer = session.broker.pushConsumer(topic, group, this);
   }
 
-  protected get limit(): number {
+  get limit(): number {
     return this.prefetch;
   }
 
-  protected send(item: Offered, ephemeral: boolean): boolean {
-    const name = this.topic.name;
-    const h = handed(name, item, this.group.name, item.msg.origin);
+  start(now: number): void {
+    this.#consumer.start(now);
+  }
+
+  stop(): void {
+    this.#consumer.stop();
+  }
+
+  settle(id: string): void {
+    this.#consumer.settle(id);
+  }
+
+  serve(now: number): void {
+    this.#consumer.serve(now);
+  }
+
+  send(h: Handed, ephemeral: boolean): boolean {
+    const name = this.topic;
     try {
       // Leased deliveries are bounded by the credits; a broadcast like a spy's message.
       if (this.session.deliver(name, h, ephemeral)) return true;
       const why = `fell behind: ${this.session.socket.bufferedAmount} bytes wait to be sent`;
-      // Not while Consumers walks its list of consumers: after it.
+      // Not while the pipeline walks its list of consumers: after it.
       queueMicrotask(() => this.session.dropConsumer(this, why));
       return false;
     } catch (e) {
@@ -384,7 +391,7 @@ class Consuming extends PushConsumer {
     }
   }
 
-  protected override closed(): void {
+  closed(): void {
     this.session.consumerClosed(this);
   }
 }

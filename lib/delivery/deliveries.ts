@@ -15,6 +15,7 @@ import { checkName } from "../names.ts";
 import { prefetchPayloads } from "../memory/payload_file.ts";
 import { DEFAULT_GROUP, type Topic } from "../topic.ts";
 import { RecordType } from "../storage/record.ts";
+import type { FeedEvent } from "../feed.ts";
 
 /** What a consumer asks for. */
 export interface ConsumeOptions {
@@ -58,6 +59,16 @@ export function handed(
 /** A broadcast message as an item to hand: never retried, no reason. */
 export function broadcastItem(msg: StoredMessage): Pick<Handed, "msg" | "retryCount" | "reason"> {
   return { msg, retryCount: 0, reason: undefined };
+}
+
+/**
+ * What a stream (SSE, a WebSocket spy) hands for a message the feed carried: a stored message,
+ * whose `group` names the group a dead letter failed in, or a broadcast.
+ */
+export function feedDelivery(e: Extract<FeedEvent, { kind: "message" | "broadcast" }>): Handed {
+  return e.kind === "message"
+    ? handed(e.topic, e, "", e.origin)
+    : handed(e.topic, broadcastItem(e.msg), "", "");
 }
 
 /** A filter predicate over payloads (docs/api/consume.md). */

@@ -10,6 +10,7 @@
 import type { Consumer, Consumers, Offered } from "../delivery/consumers.ts";
 import type { Group } from "../delivery/group.ts";
 import type { Topic } from "../topic.ts";
+import { type Handed, handed } from "../delivery/deliveries.ts";
 
 /** What a push consumer needs of the delivery pipeline. */
 export type PushPipeline = Pick<Consumers, "add" | "deliver">;
@@ -103,3 +104,46 @@ export abstract class PushConsumer implements Consumer {
     this.closed();
   }
 }
+
+/**
+ * Where a transport's push consumer sends (a consuming WebSocket): the transport says how many
+ * deliveries it may hold and sends each one; the consumer keeps the leases and the credits.
+ */
+export interface PushSink {
+  /** Most deliveries it may hold now. */
+  readonly limit: number;
+  /** Sends one delivery; false when the transport can take no more (see PushConsumer.send). */
+  send(delivery: Handed, ephemeral: boolean): boolean;
+  /** Told once when the pipeline removes it unserved (the topic deleted, the broker draining). */
+  closed(): void;
+}
+
+/** A push consumer that hands each delivery, as the wire shows it, to a sink. */
+export class SinkConsumer extends PushConsumer {
+  constructor(
+    pipeline: PushPipeline,
+    topic: Topic,
+    group: Group,
+    visibilityMs: number,
+    clock: () => number,
+    readonly sink: PushSink,
+  ) {
+    super(pipeline, topic, group, visibilityMs, clock);
+  }
+
+  protected get limit(): number {
+    return this.sink.limit;
+  }
+
+  protected send(item: Offered, ephemeral: boolean): boolean {
+    const h = handed(this.topic.name, item, this.group.name, item.msg.origin);
+    return this.sink.send(h, ephemeral);
+  }
+
+  protected override closed(): void {
+    this.sink.closed();
+  }
+}
+
+/** What a transport holds of its push consumer: joining, leaving, settling, serving. */
+export type PushHandle = Pick<SinkConsumer, "start" | "stop" | "settle" | "serve">;
