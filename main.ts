@@ -92,7 +92,8 @@ export async function run(config: Config, rt: runtime.Runtime, log: Logger): Pro
     if (!(e instanceof ListenError)) throw e;
     fail(1, e.message);
   }
-  const member = runtime.joinCluster(config, rt, log);
+  const member = rt.broker.member;
+  member?.start(); // now that the node's URL is known
   await server.finished; // only shutDown() shuts the server down
   return await stopping!;
 }

@@ -12,14 +12,10 @@ import type { AppOptions } from "./routes/app.ts";
 import { authHook } from "./routes/auth.ts";
 import { metricsHook } from "./routes/ops.ts";
 import { clusterHook } from "./routes/cluster.ts";
-import { ClusterState } from "./lib/cluster/state.ts";
-import { Election } from "./lib/cluster/election.ts";
+import { ClusterMember } from "./lib/cluster/member.ts";
 import { Etcd } from "./net/etcd.ts";
 import { ReplicaClient } from "./net/leader_link.ts";
 import { fetchSender } from "./net/webhook_sender.ts";
-import { Replicator } from "./lib/cluster/replicator.ts";
-import { replicatedOpenWal } from "./lib/cluster/replicated_wal.ts";
-import { defaultOpenWal } from "./lib/storage/open_wal.ts";
 import { exposedGc, IdleGc } from "./lib/memory/idle_gc.ts";
 
 /** The broker and what production wires around it; tests get the same from startBroker(). */
@@ -84,71 +80,37 @@ export async function openRuntime(
 ): Promise<Runtime> {
   const keys = new KeyRing(await readKeys(config));
   const metrics = new Metrics();
-  const clustered = config.clusterEtcd.length > 0;
-  // In cluster mode every topic's WAL ships its appends through the replicator while leading.
-  const replicator = clustered
-    ? new Replicator(Math.floor(config.clusterSize / 2), log)
-    : undefined;
   const broker = await Broker.open(config, {
     ...open,
     log,
     onFsync: metrics.observeFsync,
     send: fetchSender(),
     onWebhookPost: metrics.observeWebhook,
-    openWal: replicator &&
-      replicatedOpenWal(defaultOpenWal(config, log, metrics.observeFsync), replicator),
+    joinCluster: config.clusterEtcd.length > 0 ? (b) => joinCluster(config, b, log) : undefined,
   });
   metrics.attach(broker);
-  if (replicator) {
-    const url = config.advertiseUrl || `http://${config.host}:${config.port}`;
-    const state = new ClusterState(broker.nodeId, url, log);
-    broker.attachCluster(state, replicator);
-  }
   return { broker, metrics, keys };
 }
 
-/** The parts of a node that take part in its cluster; `close()` resigns and disconnects. */
-export interface ClusterMember {
-  election: Election;
-  replica: ReplicaClient;
-  close(): Promise<void>;
-}
-
 /**
- * Starts taking part in elections (cluster mode only), once this node's URL is known: until
- * then, and until a leader is elected, the node answers 503 `electing`.
+ * A broker's part in its cluster (cluster mode: BROKER_CLUSTER_ETCD set), with the network
+ * clients it dials: etcd for the election, the leader link for the stream. It takes part once
+ * `start()`ed, after listening; until a leader is elected the node answers 503 `electing`.
  */
-export function joinCluster(config: Config, rt: Runtime, log: Logger): ClusterMember | undefined {
-  const state = rt.broker.cluster;
-  if (!state) return undefined;
+export function joinCluster(config: Config, broker: Broker, log: Logger): ClusterMember {
   const adminKey = parseKeyList(config.apiKeys).find((k) => (k.scopes & SCOPE_BITS.admin) !== 0);
-  const ttlSeconds = config.electionTtlMs / 1000;
-  const etcd = new Etcd(config.clusterEtcd, Math.min(1_000, config.electionTtlMs / 3));
-  const election = new Election({
-    etcd,
+  return new ClusterMember({
+    nodeId: broker.nodeId,
+    url: config.advertiseUrl || `http://${config.host}:${config.port}`,
+    size: config.clusterSize,
     name: config.clusterName,
-    ttlSeconds,
-    state,
+    ttlSeconds: config.electionTtlMs / 1000,
     log,
-    healthy: () => rt.broker.healthy,
+    coordination: new Etcd(config.clusterEtcd, Math.min(1_000, config.electionTtlMs / 3)),
+    healthy: () => broker.healthy,
+    followLeader: (state) => new ReplicaClient(broker, state, log, adminKey?.key),
+    describe: { etcd: config.clusterEtcd, name: config.clusterName },
   });
-  rt.broker.replicator!.setSync = (peers) => election.setSync([state.id, ...peers]);
-  election.start();
-  const replica = new ReplicaClient(rt.broker, state, log, adminKey?.key);
-  log.info("cluster: joining", {
-    node_id: state.id,
-    url: state.url,
-    etcd: config.clusterEtcd,
-    name: config.clusterName,
-  });
-  return {
-    election,
-    replica,
-    async close() {
-      replica.close();
-      await election.close();
-    },
-  };
 }
 
 /** The handler's hooks for this configuration: API keys, metrics, the access log. */

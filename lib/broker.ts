@@ -29,6 +29,8 @@ import { COMPACT_CHECK_MS, MIN_SWEEP_GAP_MS, Scheduler } from "./delivery/schedu
 import type { ClusterState } from "./cluster/state.ts";
 import { Follower } from "./cluster/follower.ts";
 import type { Replicator } from "./cluster/replicator.ts";
+import type { ClusterMember } from "./cluster/member.ts";
+import { ReplicatedWal } from "./cluster/replicated_wal.ts";
 import { followLeadership } from "./cluster/leadership.ts";
 import { Rates } from "./rates.ts";
 import { Stats } from "./stats.ts";
@@ -76,6 +78,11 @@ export interface OpenOptions {
   send?: WebhookSend;
   /** Hears how long each webhook POST took, in seconds. */
   onWebhookPost?: (topic: string, seconds: number) => void;
+  /**
+   * Makes the broker a node of a cluster (runtime.ts `joinCluster`): called once the node id is
+   * known and before any WAL opens, so every topic's WAL ships through the member's replicator.
+   */
+  joinCluster?: (broker: Broker) => ClusterMember;
 }
 
 /** The broker: a registry of topics and the operations on them. */
@@ -89,6 +96,8 @@ export class Broker implements BrokerContext {
   readonly stats: Stats;
   /** Rates over the last minutes, sampled by the sweep. */
   readonly rates: Rates;
+  /** This node's part in its cluster (OpenOptions.joinCluster): `start()` it once listening. */
+  member: ClusterMember | undefined;
   /** This node's place in a cluster (attachCluster); undefined: standalone. */
   cluster: ClusterState | undefined;
   /** Ships this node's writes to its followers while it leads (cluster mode). */
@@ -120,14 +129,17 @@ export class Broker implements BrokerContext {
     const openWal = opts.openWal ?? defaultOpenWal(config, this.log, opts.onFsync);
     this.#alarm = new Alarm(this.now, (now) => this.#rung(now));
     // Every WAL's durable records feed the subscribers, and writes ask for a compaction check.
-    const feedWal: OpenWal = (name, init) =>
-      openWal(name, {
+    // In a cluster they also ship their appends through the replicator while this node leads.
+    const feedWal: OpenWal = (name, init) => {
+      const wal = openWal(name, {
         ...init,
         onDurable: (records) => {
           this.feed.durable(name, records);
           this.#alarm.request(this.now() + COMPACT_CHECK_MS);
         },
       });
+      return this.replicator ? new ReplicatedWal(name, wal, this.replicator) : wal;
+    };
     this.#topics = new Registry(config, this.memory, this.now, feedWal, (at) => this.wake(at));
     this.feed = new Feed(config.streamBuffer, (n) => this.#topics.find(n), this.log);
     this.consumers = new Consumers(deliveries.take, (at) => this.wake(at));
@@ -163,6 +175,10 @@ export class Broker implements BrokerContext {
     try {
       const b = new Broker(config, opts);
       b.#lock = lock;
+      b.nodeId = await loadNodeId(config.dataDir);
+      const member = opts.joinCluster?.(b);
+      if (member) b.attachCluster(member.state, member.replicator);
+      b.member = member;
       if (config.dataDir !== ":memory:") {
         const { topics, report } = await recover({
           dataDir: config.dataDir,
@@ -173,10 +189,10 @@ export class Broker implements BrokerContext {
           openWal: (name, size, replayed) => b.#topics.openWal(name, { size, replayed }),
         });
         for (const t of topics) b.#topics.add(t);
-        for (const t of topics) b.pushers?.sync(t);
+        // A cluster node pushes only while it leads (cluster/leadership.ts starts them then).
+        if (!b.cluster) { for (const t of topics) b.pushers?.sync(t); }
         b.recovery = report;
       }
-      b.nodeId = await loadNodeId(config.dataDir);
       if (opts.tick ?? !opts.clock) b.#alarm.start();
       return b;
     } catch (e) {

@@ -23,14 +23,13 @@ export function followLeadership(
   state: ClusterState,
   replicator: Replicator,
 ): void {
-  replicator.snapshot = () => snapshotEntries(host.eachTopic(), host.now());
   let leading: boolean | undefined;
   const changed = () => {
     const now = state.role === "leader";
     if (now === leading) return;
     leading = now;
     if (now) {
-      replicator.activate();
+      replicator.activate(() => snapshotEntries(host.eachTopic(), host.now()));
       for (const t of host.eachTopic()) host.pushers?.sync(t);
     } else {
       replicator.deactivate("this node no longer leads");

@@ -16,7 +16,8 @@ export function replicatedOpenWal(open: OpenWal, replicator: Replicator): OpenWa
   return (topic, init) => new ReplicatedWal(topic, open(topic, init), replicator);
 }
 
-class ReplicatedWal implements Wal {
+/** A topic's WAL that also ships each append through the replicator while this node leads. */
+export class ReplicatedWal implements Wal {
   constructor(
     readonly topic: string,
     readonly inner: Wal,

@@ -49,6 +49,19 @@ export const QUORUM_TIMEOUT_MS = 10_000;
 /** Bytes of frames per snapshot message. */
 const SNAPSHOT_CHUNK_BYTES = 4 * 1024 * 1024;
 
+/** What a Replicator is built with. */
+export interface ReplicatorOptions {
+  /** Followers that must have an entry before its write is answered: floor(size / 2). */
+  needed: number;
+  log: Logger;
+  /**
+   * Records `peers` as the synchronous followers in the election store (the election's
+   * `setSync`); resolves true once stored. Only they and this node may lead next.
+   */
+  setSync: (peers: string[]) => Promise<boolean>;
+  clock?: () => number;
+}
+
 /** Ships the leader's entries to its followers and tells writes when a quorum has them. */
 export class Replicator {
   /** Entries shipped since this node began leading. */
@@ -72,36 +85,39 @@ export class Replicator {
   #acknowledged = 0;
   /** Counts activations and deactivations, so a late answer of a past term is ignored. */
   #generation = 0;
-  /** Every topic's frames, as the stream entries that rebuild them (the broker sets it). */
-  snapshot: () => Entry[] = () => [];
-  /**
-   * Records `peers` as the synchronous followers in the election store (runtime.ts wires the
-   * election); resolves true once stored. Only they and this node may lead next.
-   */
-  setSync: (peers: string[]) => Promise<boolean> = () => Promise.resolve(true);
+  /** Every topic's frames as the stream entries that rebuild them, while this node leads. */
+  #snapshot: () => Entry[] = () => [];
+  readonly needed: number;
+  readonly log: Logger;
+  readonly #setSync: (peers: string[]) => Promise<boolean>;
+  readonly clock: () => number;
 
-  constructor(
-    /** Followers that must have an entry before its write is answered: floor(size / 2). */
-    readonly needed: number,
-    readonly log: Logger,
-    readonly clock: () => number = () => performance.now(),
-  ) {}
+  constructor(o: ReplicatorOptions) {
+    this.needed = o.needed;
+    this.log = o.log;
+    this.#setSync = o.setSync;
+    this.clock = o.clock ?? (() => performance.now());
+  }
 
   /** Whether this node leads: only then are its appends shipped. */
   get active(): boolean {
     return this.#active;
   }
 
-  /** This node now leads: a new stream starts (at index 1, so that a snapshot is acked). */
-  activate(): void {
+  /**
+   * This node now leads: a new stream starts (at index 1, so that a snapshot is acked), and a
+   * follower that connects gets `snapshot()` first.
+   */
+  activate(snapshot: () => Entry[]): void {
     this.deactivate("a new term began");
+    this.#snapshot = snapshot;
     this.#active = true;
     this.#index = 1;
     this.#timer = setInterval(() => {
       this.#expire();
       this.#choose(); // a recording that failed is tried again
     }, 250);
-    if (this.needed === 0) this.setSync([]).catch(() => {});
+    if (this.needed === 0) this.#setSync([]).catch(() => {});
   }
 
   /** This node stops leading: followers are cut off and waiting writes fail. */
@@ -176,7 +192,7 @@ export class Replicator {
   attach(peer: string, link: ReplicaLink): Session {
     this.#flush(); // what is queued belongs to the followers already there, and to the snapshot
     const s: Session = { peer, link, acked: 0, from: this.#index };
-    const entries: Entry[] = [{ kind: "snapshot-begin" }, ...this.snapshot()];
+    const entries: Entry[] = [{ kind: "snapshot-begin" }, ...this.#snapshot()];
     let chunk: Entry[] = [];
     let bytes = 0;
     for (const e of entries) {
@@ -247,7 +263,7 @@ export class Replicator {
     const chosen = [...this.#standbys, ...ready.slice(0, this.needed - this.#standbys.size)];
     this.#switching = true;
     const generation = this.#generation; // a deactivate() meanwhile ends this attempt
-    this.setSync(chosen.map((s) => s.peer)).then((stored) => {
+    this.#setSync(chosen.map((s) => s.peer)).then((stored) => {
       if (generation !== this.#generation) return;
       this.#switching = false;
       if (!this.#active) return;

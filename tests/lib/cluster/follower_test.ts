@@ -6,13 +6,11 @@
 
 import { assertEquals } from "../../_support/assert.ts";
 import { Broker } from "../../../lib/broker.ts";
-import { replicatedOpenWal } from "../../../lib/cluster/replicated_wal.ts";
 import { Replicator, type Session } from "../../../lib/cluster/replicator.ts";
 import { ClusterState } from "../../../lib/cluster/state.ts";
 import { defaultConfig } from "../../../lib/config.ts";
 import { Logger } from "../../../lib/log.ts";
 import { MemoryWal } from "../../../lib/storage/memory_wal.ts";
-import { defaultOpenWal } from "../../../lib/storage/open_wal.ts";
 import type { Appended } from "../../../lib/storage/wal.ts";
 import { frameSize, type WalRecord } from "../../../lib/storage/record.ts";
 import { bytes, T0, texts } from "../_broker.ts";
@@ -22,13 +20,12 @@ const config = defaultConfig({ dataDir: ":memory:" });
 
 /** A broker that leads term 1 of a cluster of `size`, shipping through its replicator. */
 async function leader(size = 3) {
-  const replicator = new Replicator(Math.floor(size / 2), quiet);
-  const broker = await Broker.open(config, {
-    clock: () => T0,
-    tick: false,
+  const replicator = new Replicator({
+    needed: Math.floor(size / 2),
     log: quiet,
-    openWal: replicatedOpenWal(defaultOpenWal(config, quiet), replicator),
+    setSync: () => Promise.resolve(true),
   });
+  const broker = await Broker.open(config, { clock: () => T0, tick: false, log: quiet });
   const state = new ClusterState("leader", "http://leader", quiet);
   broker.attachCluster(state, replicator);
   state.elected(1, performance.now() + 1e9);

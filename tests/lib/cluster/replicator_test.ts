@@ -28,19 +28,22 @@ const turn = () => new Promise((r) => setTimeout(r, 0));
 
 function replicator(needed = 1) {
   let now = 0;
-  const r = new Replicator(needed, new Logger("error", () => {}), () => now);
   const synced: string[][] = [];
-  r.setSync = (peers) => {
-    synced.push(peers);
-    return Promise.resolve(true);
-  };
+  const r = new Replicator({
+    needed,
+    log: new Logger("error", () => {}),
+    clock: () => now,
+    setSync: (peers) => {
+      synced.push(peers);
+      return Promise.resolve(true);
+    },
+  });
   return { r, synced, advance: (ms: number) => now += ms };
 }
 
 Deno.test("Replicator: a write resolves once the recorded synchronous follower has it", async () => {
   const { r, synced } = replicator();
-  r.activate();
-  r.snapshot = () => [record(0)];
+  r.activate(() => [record(0)]);
   const a = link(), b = link();
   const sa = r.attach("a", a);
   const sb = r.attach("b", b);
@@ -67,7 +70,7 @@ Deno.test("Replicator: a write resolves once the recorded synchronous follower h
 
 Deno.test("Replicator: when the synchronous follower goes, one that has every acked write replaces it", async () => {
   const { r, synced } = replicator();
-  r.activate();
+  r.activate(() => []);
   const a = link(), b = link();
   const sa = r.attach("a", a);
   const sb = r.attach("b", b);
@@ -94,7 +97,7 @@ Deno.test("Replicator: when the synchronous follower goes, one that has every ac
 
 Deno.test("Replicator: waits fail when the term ends or no quorum answers in time; lag in seconds", async () => {
   const { r, advance } = replicator();
-  r.activate();
+  r.activate(() => []);
   const a = link();
   const sa = r.attach("a", a);
   r.ack(sa, 1);

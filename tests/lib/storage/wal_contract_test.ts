@@ -128,8 +128,12 @@ const IMPLEMENTATIONS: Implementation[] = [
     file: true,
     async open(opts = {}) {
       const dir = await tempDir();
-      const replicator = new Replicator(1, new Logger("error", () => {}));
-      replicator.activate();
+      const replicator = new Replicator({
+        needed: 1,
+        log: new Logger("error", () => {}),
+        setSync: () => Promise.resolve(true),
+      });
+      replicator.activate(() => []);
       const f = follower(replicator);
       let inner: FileWal | undefined;
       const wal = replicatedOpenWal(() => inner = fileWal(dir, opts), replicator)("t", { size: 0 });
