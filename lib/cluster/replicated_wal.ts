@@ -34,15 +34,18 @@ export class ReplicatedWal implements Wal {
     return this.inner.generation;
   }
 
-  append(record: WalRecord, after?: Promise<unknown>): Appended {
-    const appended = this.inner.append(record, after);
-    if (!this.replicator.active) return appended;
+  append(record: WalRecord, after?: Promise<unknown>, frame?: boolean): Appended {
+    const active = this.replicator.active;
+    const appended = this.inner.append(record, after, active || frame);
+    if (!active) return appended;
     const local = appended.durable;
+    // The frame the file got, encoded once (a refused append has none; its `durable` rejects).
     const shipped = this.replicator.ship({
       kind: "record",
       topic: this.topic,
-      frame: encodeRecord(record),
+      frame: appended.frame ?? encodeRecord(record),
     });
+    if (!frame) appended.frame = undefined;
     // The records of one batch share both promises: combine them once per batch.
     if (local !== this.#local || shipped !== this.#shipped) {
       this.#local = local;

@@ -153,7 +153,7 @@ export class FileWal implements Wal {
     this.#payloads = new PayloadGenerations(opts.replayed);
   }
 
-  append(record: WalRecord, after?: Promise<unknown>): Appended {
+  append(record: WalRecord, after?: Promise<unknown>, frame?: boolean): Appended {
     if (this.failed) return refused(record, this.failed);
     if (this.#closed) return refused(record, new Error(`WAL ${this.path} is closed`));
     const size = frameSize(record);
@@ -178,6 +178,8 @@ export class FileWal implements Wal {
       payloadOffset: record.type === RecordType.Publish
         ? offset + size - record.payload.length
         : undefined,
+      // A copy: the batch's buffer is reused once written.
+      frame: frame ? batch.buf.slice(at, batch.bytes) : undefined,
     };
   }
 

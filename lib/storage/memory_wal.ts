@@ -1,6 +1,6 @@
 /** @module The WAL of a broker without a disk (BROKER_DATA_DIR=:memory:): it keeps nothing. */
 
-import { frameSize, type WalRecord } from "./record.ts";
+import { encodeRecord, frameSize, type WalRecord } from "./record.ts";
 import type { Appended, DurableHook, Wal } from "./wal.ts";
 
 const RESOLVED: Promise<void> = Promise.resolve();
@@ -20,13 +20,18 @@ export class MemoryWal implements Wal {
     return undefined;
   }
   releaseRetired(): void {}
-  append(record: WalRecord): Appended {
+  append(record: WalRecord, _after?: Promise<unknown>, frame?: boolean): Appended {
     if (this.onDurable) {
       if (this.#pending.length === 0) queueMicrotask(() => this.#heard());
       this.#pending.push(record);
     }
     // Sized as its frame would be, for the topic's accounting; nothing is encoded (no disk).
-    return { durable: RESOLVED, size: frameSize(record), payloadOffset: undefined };
+    return {
+      durable: RESOLVED,
+      size: frameSize(record),
+      payloadOffset: undefined,
+      frame: frame ? encodeRecord(record) : undefined,
+    };
   }
   #heard(): void {
     const records = this.#pending;

@@ -69,6 +69,8 @@ export interface Appended {
    * refused append, and for a log without a file (MemoryWal).
    */
   payloadOffset?: number;
+  /** The record's encoded frame (a copy the caller owns), when `append` was asked for it. */
+  frame?: Uint8Array;
 }
 
 /**
@@ -95,9 +97,11 @@ export interface Wal {
    * before its appender does. MemoryWal has no disk: its records are durable at once, `after`
    * or not. A file-backed log frames the record at the old `bytes`: `size` bytes read there are its
    * frame, and a PUBLISH's payload bytes sit at `payloadOffset`. A failed or closed log refuses
-   * the record: `durable` rejects and nothing is written.
+   * the record: `durable` rejects and nothing is written. With `frame`, the answer also holds the
+   * record's encoded frame, encoded once for the file and the caller both (a cluster leader ships
+   * it to its followers).
    */
-  append(record: WalRecord, after?: Promise<unknown>): Appended;
+  append(record: WalRecord, after?: Promise<unknown>, frame?: boolean): Appended;
   /**
    * Resolves once everything appended so far is durable (for a replicated log on a leader: on
    * its disk and with a quorum of followers); at once when nothing is pending.

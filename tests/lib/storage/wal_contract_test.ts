@@ -427,6 +427,21 @@ for (const impl of IMPLEMENTATIONS) {
   );
 
   t(
+    "append(r, after, true) also hands back r's frame, as the file and followers get it",
+    async () => {
+      const s = await impl.open();
+      const records = [key(1), publish(2, "hello"), publish(3, "x".repeat(70_000))];
+      const frames = records.map((r) => s.wal.append(r, undefined, true).frame);
+      const plain = s.wal.append(key(4));
+      assertEquals(plain.frame, undefined, "no frame unless asked");
+      assertEquals(frames, records.map(encodeRecord));
+      await plain.durable;
+      if (s.shipped) assertEquals(s.shipped, [...records, key(4)].map(encodeRecord));
+      await s.dispose();
+    },
+  );
+
+  t(
     `append() result: \`size\` bytes at the old end are the frame; payload at payloadOffset${
       memory("no file: size is the frame's would-be size, payloadOffset undefined, bytes 0")
     }`,
