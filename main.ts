@@ -8,6 +8,7 @@ import { type Config, ConfigError, helpText, loadConfig, SETTINGS } from "./lib/
 import { DataDirInUseError } from "./lib/storage/data_dir_lock.ts";
 import { Logger } from "./lib/log.ts";
 import * as runtime from "./runtime.ts";
+import { supervise } from "./supervisor.ts";
 import {
   brokerHandler,
   DeferredFetch,
@@ -40,6 +41,30 @@ async function start(config: Config, log: Logger): Promise<runtime.Runtime> {
     log.warn("auth is on but no API key is configured; every request needing one gets 401");
   }
   return rt;
+}
+
+/**
+ * BROKER_WORKERS > 1: the supervisor runs the workers (supervisor.ts), once the settings the
+ * workers would refuse are checked here, with the exit codes of one broker.
+ */
+async function startWorkers(config: Config, log: Logger, underDenoServe: boolean): Promise<never> {
+  if (underDenoServe) {
+    fail(2, "BROKER_WORKERS: deno serve runs one isolate per --parallel; use deno task start");
+  }
+  if (config.clusterEtcd.length > 0) {
+    fail(2, "BROKER_WORKERS: a cluster node runs one worker for now; set BROKER_WORKERS=1");
+  }
+  const denied = runtime.permissionProblem(config);
+  if (denied) fail(1, denied);
+  await runtime.readKeys(config).catch((e: Error): never => {
+    if (e instanceof ConfigError) fail(2, e.message);
+    throw e;
+  });
+  return await supervise(config, log).catch((e: Error): never => {
+    if (e instanceof DataDirInUseError) fail(1, e.message);
+    log.error("cannot start", { error: e.message });
+    fail(1, `cannot start: ${e.message}`);
+  });
 }
 
 /** SIGHUP re-reads the keys file; a bad file keeps the keys in use. Keys are never logged. */
@@ -118,6 +143,7 @@ if (import.meta.main) {
     fail(2, e.message);
   }
   const log = new Logger(config.logLevel);
+  if (config.workers > 1) await startWorkers(config, log, underDenoServe);
   const rt = await start(config, log);
   reloadKeysOnHangup(config, rt, log);
   if (underDenoServe) served.ready(brokerHandler(config, rt, log));

@@ -76,7 +76,7 @@ export function permissionProblem(config: Config): string | undefined {
 export async function openRuntime(
   config: Config,
   log: Logger,
-  open: Pick<OpenOptions, "clock"> = {},
+  open: Pick<OpenOptions, "clock" | "shard"> = {},
 ): Promise<Runtime> {
   const keys = new KeyRing(await readKeys(config));
   const metrics = new Metrics();

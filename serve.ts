@@ -8,11 +8,12 @@
 
 import type { Config } from "./lib/config.ts";
 import type { Logger } from "./lib/log.ts";
-import { createHandler } from "./routes/app.ts";
+import { type BrokerHandler, createHandler } from "./routes/app.ts";
+import type { Shards } from "./routes/shards.ts";
 import { appOptions, authEnabled, type Runtime } from "./runtime.ts";
 
-/** Where the broker listens; port 0 picks a free one. */
-export type Address = { hostname: string; port: number };
+/** Where the broker listens; port 0 picks a free one. Workers share the port (`reusePort`). */
+export type Address = { hostname: string; port: number; reusePort?: boolean };
 
 /** The address cannot be had (in use, denied): "cannot listen on HOST:PORT: why". */
 export class ListenError extends Error {
@@ -24,8 +25,18 @@ export function brokerHandler(
   config: Config,
   rt: Runtime,
   log: Logger,
-): (req: Request) => Promise<Response> {
-  return createHandler(rt.broker, appOptions(config, log, rt));
+  shards?: Shards,
+): BrokerHandler {
+  return createHandler(rt.broker, { ...appOptions(config, log, rt), shards });
+}
+
+/** How a worker of several listens (worker.ts): on the port every worker shares. */
+export interface ShardServe {
+  handler: BrokerHandler;
+  /** The port to share; 0 picks one (the first worker does, and the others take the same). */
+  port: number;
+  /** Told the port once bound, instead of the "listening" line (the supervisor logs it). */
+  onListening: (port: number) => void;
 }
 
 /**
@@ -34,8 +45,12 @@ export function brokerHandler(
  * address bound becomes this node's URL. When the address cannot be had it logs "cannot listen"
  * and throws a ListenError.
  */
-export function serve(config: Config, rt: Runtime, log: Logger): Listener {
+export function serve(config: Config, rt: Runtime, log: Logger, shard?: ShardServe): Listener {
   const { broker } = rt;
+  if (shard) {
+    const addr = { hostname: config.host, port: shard.port, reusePort: true };
+    return listen(addr, shard.handler, log, ({ port }) => shard.onListening(port));
+  }
   const onListen = ({ hostname, port }: Deno.NetAddr) => {
     if (broker.cluster && !config.advertiseUrl) broker.cluster.url = `http://${hostname}:${port}`;
     log.info("listening", {
@@ -74,7 +89,7 @@ function listen(
   }
   return new Listener(
     server,
-    { hostname: addr.hostname, port: (server.addr as Deno.NetAddr).port },
+    { ...addr, port: (server.addr as Deno.NetAddr).port },
     handler,
     log,
   );

@@ -108,3 +108,4 @@ export { MAX_WEBHOOK_URL_CHARS } from "./push/webhook_registry.ts";
 export { autoKey } from "./idempotency.ts";
 export { allocPayload, copyPayload } from "./memory/slab.ts";
 export { feedDelivery, filterFn } from "./delivery/deliveries.ts";
+export { shardOf } from "./shard.ts";

@@ -7,6 +7,7 @@
  * WAL (and, on a cluster's leader, its synchronous follower).
  */
 
+import { owns, type Shard, type SharedFigures } from "./shard.ts";
 import { Alarm } from "./delivery/alarm.ts";
 import { Compactor } from "./storage/compactor.ts";
 import { type Config, VERSION } from "./config.ts";
@@ -83,6 +84,12 @@ export interface OpenOptions {
    * known and before any WAL opens, so every topic's WAL ships through the member's replicator.
    */
   joinCluster?: (broker: Broker) => ClusterMember;
+  /**
+   * One worker of several (BROKER_WORKERS): it replays and creates only the topics it owns, and
+   * counts the others' topics and memory toward the limits. The supervisor holds the data dir's
+   * lock for all of them, so a worker takes none.
+   */
+  shard?: { shard: Shard; figures: SharedFigures };
 }
 
 /** The broker: a registry of topics and the operations on them. */
@@ -125,7 +132,7 @@ export class Broker implements BrokerContext {
     this.startedAt = this.now();
     // Without a file every payload stays in memory: there is nowhere else to read it from.
     const cache = config.dataDir === ":memory:" ? Infinity : config.payloadCacheBytes;
-    this.memory = new MemoryBudget(config.maxMemoryBytes, cache);
+    this.memory = new MemoryBudget(config.maxMemoryBytes, cache, opts.shard?.figures);
     const openWal = opts.openWal ?? defaultOpenWal(config, this.log, opts.onFsync);
     this.#alarm = new Alarm(this.now, (now) => this.#rung(now));
     // Every WAL's durable records feed the subscribers, and writes ask for a compaction check.
@@ -140,7 +147,14 @@ export class Broker implements BrokerContext {
       });
       return this.replicator ? new ReplicatedWal(name, wal, this.replicator) : wal;
     };
-    this.#topics = new Registry(config, this.memory, this.now, feedWal, (at) => this.wake(at));
+    this.#topics = new Registry(
+      config,
+      this.memory,
+      this.now,
+      feedWal,
+      (at) => this.wake(at),
+      opts.shard,
+    );
     this.feed = new Feed(config.streamBuffer, (n) => this.#topics.find(n), this.log);
     this.consumers = new Consumers(deliveries.take, (at) => this.wake(at));
     this.pushers = opts.send && new Pushers(this, this.consumers, opts.send, {
@@ -169,7 +183,7 @@ export class Broker implements BrokerContext {
    * DataDirInUseError, having read no WAL file, when another broker holds the data dir.
    */
   static async open(config: Config, opts: OpenOptions = {}): Promise<Broker> {
-    const lock = config.dataDir === ":memory:"
+    const lock = config.dataDir === ":memory:" || opts.shard
       ? undefined
       : await DataDirLock.acquire(config.dataDir);
     try {
@@ -187,6 +201,7 @@ export class Broker implements BrokerContext {
           memory: b.memory,
           diskPayloadMin: b.#topics.diskPayloadMin,
           openWal: (name, size, replayed) => b.#topics.openWal(name, { size, replayed }),
+          owns: (name) => owns(opts.shard?.shard, name),
         });
         for (const t of topics) b.#topics.add(t);
         // A cluster node pushes only while it leads (cluster/leadership.ts starts them then).

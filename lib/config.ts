@@ -84,6 +84,8 @@ export interface Config {
   advertiseUrl: string;
   /** Voting nodes; a write needs floor(size/2)+1 of them to have it on disk. */
   clusterSize: number;
+  /** Worker isolates, each owning the topics that hash to it (BROKER_WORKERS; 1: no workers). */
+  workers: number;
   /** The leader's etcd lease, whole seconds in ms. */
   electionTtlMs: number;
 }
@@ -281,6 +283,14 @@ export const SETTINGS: readonly Setting[] = [
     def: "1000",
     help: "recent messages a streamed topic keeps so a reconnecting reader can resume",
     apply: (c, v) => c.streamBuffer = int("BROKER_STREAM_BUFFER", v, 0, 1_000_000),
+  },
+  {
+    env: "BROKER_WORKERS",
+    flag: "--workers",
+    def: "1",
+    help: "worker isolates serving the port together, each owning a share of the topics; " +
+      "1 runs the broker in one isolate",
+    apply: (c, v) => c.workers = int("BROKER_WORKERS", v, 1, 256),
   },
   {
     env: "BROKER_COMPACT_RATIO",

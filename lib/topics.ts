@@ -8,6 +8,7 @@ import { type Config, DLQ_SUFFIX } from "./config.ts";
 import { BrokerError } from "./errors.ts";
 import type { MemoryBudget } from "./memory/budget.ts";
 import { checkName } from "./names.ts";
+import { FIGURE_TOPICS, owns, type Shard, shardOf, type SharedFigures } from "./shard.ts";
 import { Topic, type TopicOptions, topicSettings } from "./topic.ts";
 import type { Wal, WalInit } from "./storage/wal.ts";
 import { type MetaRecord, RecordType } from "./storage/record.ts";
@@ -26,6 +27,8 @@ export class Registry {
     readonly openWal: (name: string, init: WalInit) => Wal,
     /** Hears each topic's deadlines that are earlier than any it had (Topic.wake). */
     private readonly wake: (at: number) => void = () => {},
+    /** With several workers: which topics are this worker's, and the others' topic counts. */
+    private readonly shard?: { shard: Shard; figures: SharedFigures },
   ) {}
 
   /** Payloads this large or larger stay in the WAL file; with no file, every one in memory. */
@@ -55,6 +58,19 @@ export class Registry {
   add(topic: Topic): void {
     topic.wake = this.wake;
     this.#topics.set(topic.name, topic);
+    this.#publishCount();
+  }
+
+  /** The topics here that count toward BROKER_MAX_TOPICS. */
+  #count(): number {
+    let n = 0;
+    for (const t of this.#topics.keys()) if (this.#countsTowardLimit(t)) n++;
+    return n;
+  }
+
+  /** Tells the other workers how many topics count here. */
+  #publishCount(): void {
+    this.shard?.figures.set(FIGURE_TOPICS, this.#count());
   }
 
   /**
@@ -68,9 +84,12 @@ export class Registry {
   /** Creates a topic and writes its META record; 403 past BROKER_MAX_TOPICS. */
   create(name: string, opts: TopicOptions): Topic {
     checkName(name, "topic");
+    if (this.shard && !owns(this.shard.shard, name)) {
+      // The HTTP layer hands every request to the worker that owns its topic (routes/shards.ts).
+      throw new Error(`topic "${name}" belongs to worker ${shardOf(name, this.shard.shard.count)}`);
+    }
     if (this.#countsTowardLimit(name)) {
-      let n = 0;
-      for (const t of this.#topics.keys()) if (this.#countsTowardLimit(t)) n++;
+      const n = this.#count() + (this.shard?.figures.others(FIGURE_TOPICS) ?? 0);
       if (n >= this.config.maxTopics) {
         throw new BrokerError(
           "topic_limit_reached",
@@ -86,6 +105,7 @@ export class Registry {
     this.#topics.set(name, topic);
     topic.commit({ type: RecordType.Meta, seq: topic.nextSeq(), ...settings, goneSeq: 0 }, now)
       .catch(() => {}); // a failed write marks the WAL failed; later writes report it
+    this.#publishCount();
     return topic;
   }
 
@@ -99,6 +119,7 @@ export class Registry {
     const topic = new Topic(name, settings, wal, this.memory, this.diskPayloadMin);
     topic.wake = this.wake;
     this.#topics.set(name, topic);
+    this.#publishCount();
     return { topic, durable: topic.commit(meta, this.now()) };
   }
 
@@ -109,6 +130,7 @@ export class Registry {
   delete(topic: Topic): Promise<void> {
     const name = topic.name;
     this.#topics.delete(name);
+    this.#publishCount();
     const gone = topic.wal.remove();
     const guard = gone.catch(() => {}).finally(() => {
       if (this.#deleting.get(name) === guard) this.#deleting.delete(name);

@@ -1,5 +1,6 @@
 /** Topics (create, read, delete), groups, redrive, purge, delete, and the queue listing. */
 
+import { joinedList } from "./shard_merge.ts";
 import { MAX_TIME_MS, MAX_VISIBILITY_MS } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
@@ -275,6 +276,7 @@ export const adminRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/api/topics",
+    shard: { topic: ["body:name"] },
     scope: "admin",
     handler: createTopic,
     doc: CREATE_TOPIC_DOC,
@@ -282,6 +284,7 @@ export const adminRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/api/topics",
+    shard: { all: joinedList("name") },
     scope: "admin",
     handler: listTopics,
     doc: LIST_TOPICS_DOC,
@@ -289,6 +292,7 @@ export const adminRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/api/topics/:name",
+    shard: { topic: ["param:name"] },
     scope: "admin",
     handler: readTopic,
     doc: READ_TOPIC_DOC,
@@ -296,6 +300,7 @@ export const adminRoutes: Route[] = [
   {
     method: "DELETE",
     pattern: "/api/topics/:name",
+    shard: { topic: ["param:name"] },
     scope: "admin",
     handler: deleteTopic,
     doc: DELETE_TOPIC_DOC,
@@ -303,6 +308,7 @@ export const adminRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/api/groups",
+    shard: { topic: ["body:topic"] },
     scope: "admin",
     handler: createGroup,
     doc: CREATE_GROUP_DOC,
@@ -310,6 +316,7 @@ export const adminRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/api/groups",
+    shard: { topic: ["query:topic"] },
     scope: "admin",
     handler: listGroups,
     doc: LIST_GROUPS_DOC,
@@ -317,6 +324,7 @@ export const adminRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/api/queues",
+    shard: { all: joinedList("name") },
     scope: "admin",
     handler: listQueues,
     doc: LIST_QUEUES_DOC,
@@ -324,6 +332,7 @@ export const adminRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/api/queues/redrive",
+    shard: { topic: ["query:queue"] },
     scope: "admin",
     handler: redrive,
     doc: REDRIVE_DOC,
@@ -331,6 +340,7 @@ export const adminRoutes: Route[] = [
   {
     method: "DELETE",
     pattern: "/api/queues/purge",
+    shard: { topic: ["query:queue"] },
     scope: "admin",
     handler: purge,
     doc: PURGE_DOC,
@@ -338,6 +348,7 @@ export const adminRoutes: Route[] = [
   {
     method: "DELETE",
     pattern: "/api/queues/delete",
+    shard: { topic: ["query:queue"] },
     scope: "admin",
     handler: remove,
     doc: DELETE_DOC,

@@ -13,6 +13,7 @@ import { cancelStalledReads } from "./body.ts";
 import { problem, Query } from "./http.ts";
 import { Metrics } from "./metrics.ts";
 import { type AfterHook, type BeforeHook, type Ctx, type Route, Router } from "./router.ts";
+import { dispatch, type Shards } from "./shards.ts";
 import { publishRoutes } from "./publish.ts";
 import { publishBatchRoutes } from "./publish_batch.ts";
 import { consumeRoutes } from "./consume.ts";
@@ -51,13 +52,26 @@ export interface AppOptions {
   after?: AfterHook[];
   log?: Logger;
   routes?: Route[];
+  /** With several workers: this worker's place, and how it asks the others (routes/shards.ts). */
+  shards?: Shards;
 }
+
+/**
+ * The fetch handler, and `forwarded` for a request another worker handed over: that one is
+ * answered here whatever its topic, and counted (metrics, access log) by the worker that took it.
+ */
+export type BrokerHandler = ((req: Request) => Promise<Response>) & {
+  forwarded(req: Request): Promise<Response>;
+};
 
 const PROCESS_ID = crypto.randomUUID().slice(0, 8);
 const REQUEST_ID = /^[A-Za-z0-9._:\-]{1,128}$/;
 
 /** The fetch handler for Deno.serve (and `deno serve`). */
-export function createHandler(broker: BrokerApi & MetricsSource, opts: AppOptions = {}) {
+export function createHandler(
+  broker: BrokerApi & MetricsSource,
+  opts: AppOptions = {},
+): BrokerHandler {
   const router = new Router(opts.routes ?? ROUTES, (r) => acceptsOf(r, takesQueryKey(r)));
   const before = opts.before ?? [];
   const after = opts.after ?? [];
@@ -68,7 +82,8 @@ export function createHandler(broker: BrokerApi & MetricsSource, opts: AppOption
   let stallCheckAt = 0;
   const inFlightNow = () => inFlight;
 
-  return async function handle(req: Request): Promise<Response> {
+  const shards = opts.shards;
+  async function serve(req: Request, forwarded: boolean): Promise<Response> {
     const t0 = performance.now();
     if (t0 >= stallCheckAt) {
       stallCheckAt = t0 + 1_000;
@@ -120,7 +135,10 @@ export function createHandler(broker: BrokerApi & MetricsSource, opts: AppOption
         }
         // After the hooks (auth, a follower's redirect), before the handler reads anything.
         if (!early && target.search !== "") checkQuery(ctx.query, ctx.accepts);
-        res = early ?? await route.handler(req, ctx);
+        res = early ??
+          await (shards && !forwarded
+            ? dispatch(shards, route, req, ctx)
+            : route.handler(req, ctx));
         res.headers.set("x-request-id", requestId);
       }
     } catch (e) {
@@ -130,6 +148,7 @@ export function createHandler(broker: BrokerApi & MetricsSource, opts: AppOption
     }
     // Status first: `req.body` makes a ReadableStream, even for a GET, when first read.
     if (res.status >= 400 && !req.bodyUsed && req.body) await discardBody(req);
+    if (forwarded) return res;
     const seconds = (performance.now() - t0) / 1000;
     for (const hook of after) {
       try {
@@ -139,7 +158,9 @@ export function createHandler(broker: BrokerApi & MetricsSource, opts: AppOption
       }
     }
     return res;
-  };
+  }
+  const handle = (req: Request) => serve(req, false);
+  return Object.assign(handle, { forwarded: (req: Request) => serve(req, true) });
 }
 
 /** The path and query of a request; 400 when its URL cannot be read (a bad Host header). */

@@ -222,6 +222,7 @@ export const dashboardRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/api/queues/publish",
+    shard: { topic: ["body:queue"] },
     scope: "publish",
     handler: publish,
     doc: PUBLISH_DOC,
@@ -229,14 +230,23 @@ export const dashboardRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/api/queues/consume",
+    shard: { topic: ["body:queue"] },
     scope: "consume",
     handler: consume,
     doc: CONSUME_DOC,
   },
-  { method: "GET", pattern: "/api/queues/peek", scope: "consume", handler: peek, doc: PEEK_DOC },
+  {
+    method: "GET",
+    pattern: "/api/queues/peek",
+    shard: { topic: ["query:queue"] },
+    scope: "consume",
+    handler: peek,
+    doc: PEEK_DOC,
+  },
   {
     method: "GET",
     pattern: "/api/queues/inflight",
+    shard: { topic: ["query:queue"] },
     scope: "consume",
     handler: inFlight,
     doc: IN_FLIGHT_DOC,
@@ -244,6 +254,7 @@ export const dashboardRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/api/queues/release",
+    shard: { topic: ["body:queue", "query:queue"] },
     scope: "consume",
     handler: release,
     doc: RELEASE_DOC,
@@ -251,6 +262,7 @@ export const dashboardRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/api/queues/webhooks",
+    shard: { topic: ["query:queue"] },
     scope: "admin",
     handler: webhooks,
     doc: WEBHOOKS_DOC,

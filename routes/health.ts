@@ -1,5 +1,6 @@
 /** /healthz and POST /api/drain. */
 
+import { worst } from "./shard_merge.ts";
 import type { DrainAnswer, HealthJson } from "../protocol/wire.ts";
 import { json } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
@@ -57,11 +58,19 @@ export const healthRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/healthz",
+    shard: { all: worst },
     scope: "public",
     handler: healthz,
     doc: HEALTH_DOC,
     cluster: "always",
     whileDraining: true,
   },
-  { method: "POST", pattern: "/api/drain", scope: "admin", handler: drain, doc: DRAIN_DOC },
+  {
+    method: "POST",
+    pattern: "/api/drain",
+    shard: { all: worst },
+    scope: "admin",
+    handler: drain,
+    doc: DRAIN_DOC,
+  },
 ];

@@ -1,5 +1,6 @@
 /** What operators read: GET /metrics, /api/stats, /api/rates, /api/cluster/status. */
 
+import { mergedMetrics, mergedRates, mergedStats } from "./shard_merge.ts";
 import { RATE_INTERVAL_MS } from "../lib/api.ts";
 import { type Metrics, UNMATCHED } from "./metrics.ts";
 import { json } from "./http.ts";
@@ -106,6 +107,7 @@ export const opsRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/metrics",
+    shard: { all: mergedMetrics },
     scope: "admin",
     handler: metrics,
     doc: METRICS_DOC,
@@ -114,12 +116,20 @@ export const opsRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/api/stats",
+    shard: { all: mergedStats },
     scope: "admin",
     handler: stats,
     doc: STATS_DOC,
     cluster: "local",
   },
-  { method: "GET", pattern: "/api/rates", scope: "admin", handler: rates, doc: RATES_DOC },
+  {
+    method: "GET",
+    pattern: "/api/rates",
+    shard: { topic: ["query:queue"], all: mergedRates },
+    scope: "admin",
+    handler: rates,
+    doc: RATES_DOC,
+  },
   {
     method: "GET",
     pattern: "/api/cluster/status",

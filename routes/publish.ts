@@ -189,6 +189,7 @@ export const publishRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/publish/:topic",
+    shard: { topic: ["param:topic"] },
     scope: "publish",
     handler: publish,
     doc: PUBLISH_DOC,

@@ -414,6 +414,7 @@ export const publishBatchRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/publish/:topic/batch",
+    shard: { topic: ["param:topic"] },
     scope: "publish",
     handler: publishBatch,
     doc: PUBLISH_BATCH_DOC,

@@ -50,6 +50,25 @@ export interface Route {
   cluster?: "leader" | "local" | "always";
   /** Answered while the broker drains (GET /healthz, so a load balancer sees the drain). */
   whileDraining?: true;
+  /**
+   * Which worker answers it when the broker runs several (routes/shards.ts): the one that owns
+   * the topic the request names, or every worker with their answers merged into one. Without
+   * it, the worker that took the connection answers (static files, the WebSocket upgrade).
+   */
+  shard?: ShardRule;
+}
+
+/** Where a request names its topic: a path parameter, a query parameter, a JSON body field. */
+export type TopicSource = `param:${string}` | `query:${string}` | `body:${string}`;
+
+/**
+ * `topic`: the worker that owns the topic named by the first of these the request has; `all`
+ * (when no topic is named, or always): every worker answers and `all` makes one answer of
+ * theirs, this worker's first. A request that names nothing, with no `all`, is answered here.
+ */
+export interface ShardRule {
+  topic?: TopicSource[];
+  all?: (answers: Response[]) => Promise<Response>;
 }
 
 /** Runs before a matched route; a returned Response answers instead (401, 403). */

@@ -182,6 +182,7 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
     {
       method: "GET",
       pattern: "/stream/:topic",
+      shard: { topic: ["param:topic"] },
       cluster: "local",
       scope: "consume",
       handler: stream,

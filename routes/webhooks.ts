@@ -3,6 +3,7 @@
  * delete one, and read its recent attempts. The secret is never shown.
  */
 
+import { firstFound, joinedList } from "./shard_merge.ts";
 import { type BrokerApi, MAX_WEBHOOK_URL_CHARS, type Webhook } from "../lib/api.ts";
 import { checkName } from "../lib/names.ts";
 import { BrokerError } from "../lib/errors.ts";
@@ -225,14 +226,23 @@ export const webhookRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/webhook/:topic",
+    shard: { topic: ["param:topic"] },
     scope: "admin",
     handler: register,
     doc: REGISTER_DOC,
   },
-  { method: "GET", pattern: "/api/webhooks", scope: "admin", handler: list, doc: LIST_DOC },
+  {
+    method: "GET",
+    pattern: "/api/webhooks",
+    shard: { all: joinedList("id") },
+    scope: "admin",
+    handler: list,
+    doc: LIST_DOC,
+  },
   {
     method: "DELETE",
     pattern: "/api/webhooks/:id",
+    shard: { all: firstFound },
     scope: "admin",
     handler: remove,
     doc: DELETE_DOC,
@@ -240,6 +250,7 @@ export const webhookRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/api/webhooks/:id/attempts",
+    shard: { all: firstFound },
     scope: "admin",
     handler: attempts,
     doc: ATTEMPTS_DOC,

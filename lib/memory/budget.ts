@@ -6,6 +6,7 @@
  * Moves between topics (dead-lettering, redrive) are never refused: they free what they take.
  */
 
+import { FIGURE_HELD_BYTES, type SharedFigures } from "../shard.ts";
 import { BrokerError } from "../errors.ts";
 import { PayloadCache } from "./payload_cache.ts";
 
@@ -29,8 +30,7 @@ export function heldSize(payloadBytes: number): number {
 
 /** The broker-wide count of held bytes against the budget. */
 export class MemoryBudget {
-  /** Bytes held now. */
-  held = 0;
+  #held = 0;
   #freed = 0;
   #sampledAt: number | undefined;
   /** Bytes freed per second, smoothed. */
@@ -42,8 +42,24 @@ export class MemoryBudget {
   constructor(
     readonly budget: number,
     payloadCacheBytes = Infinity,
+    /** With several workers, what the others hold counts too (lib/shard.ts). */
+    private readonly shared?: SharedFigures,
   ) {
     this.cache = new PayloadCache(payloadCacheBytes);
+  }
+
+  /** Bytes this broker (this worker) holds now. */
+  get held(): number {
+    return this.#held;
+  }
+  private set held(bytes: number) {
+    this.#held = bytes;
+    this.shared?.set(FIGURE_HELD_BYTES, bytes);
+  }
+
+  /** Bytes held now by every worker of the broker. */
+  get heldEverywhere(): number {
+    return this.#held + (this.shared?.others(FIGURE_HELD_BYTES) ?? 0);
   }
 
   add(bytes: number): void {
@@ -102,12 +118,13 @@ export class MemoryBudget {
    */
   admit(topic: string, payloadBytes: number, messages = 1): void {
     const need = payloadBytes + messages * MESSAGE_OVERHEAD_BYTES;
-    if (this.held + need <= this.budget) return;
-    const over = this.held + need - this.budget;
+    const held = this.shared ? this.heldEverywhere : this.#held;
+    if (held + need <= this.budget) return;
+    const over = held + need - this.budget;
     const wait = this.drainRate > 0 ? Math.ceil(over / this.drainRate) : RETRY_MAX_S / 4;
     throw new BrokerError(
       "memory_full",
-      `Cannot publish to "${topic}": the broker holds ${this.held} bytes of its ` +
+      `Cannot publish to "${topic}": the broker holds ${held} bytes of its ` +
         `${this.budget} (BROKER_MAX_MEMORY); retry once consumers have taken some`,
       Math.min(RETRY_MAX_S, Math.max(RETRY_MIN_S, wait)),
     );

@@ -36,6 +36,8 @@ export interface RecoveryOptions {
   diskPayloadMin: number;
   /** Opens the writer of a replayed topic's file, `size` its valid length. */
   openWal(name: string, size: number, replayed: PayloadFile): Wal;
+  /** Whether this broker replays `name` (with several workers, each replays its own topics). */
+  owns?: (name: string) => boolean;
 }
 
 /**
@@ -59,21 +61,24 @@ export function normalise(
 }
 
 /**
- * The topic names of the data dir's WAL files, sorted; removes leftovers of interrupted rewrites.
- * Synchronous, like replay's reads (see lib/storage/replay.ts): nothing else runs before listening.
+ * The names of the data dir's WAL files of topics this broker `owns`, sorted; removes their
+ * leftovers of interrupted rewrites (another worker's are its own to remove). Synchronous, like
+ * replay's reads (see lib/storage/replay.ts): nothing else runs before listening.
  */
-function scan(dir: string, log: Logger): string[] {
+function scan(dir: string, log: Logger, owns: (name: string) => boolean): string[] {
   Deno.mkdirSync(dir, { recursive: true });
   const names: string[] = [];
   for (const e of Deno.readDirSync(dir)) {
     if (!e.isFile) continue;
-    if (e.name.endsWith(".wal.compact") || e.name.endsWith(".wal.salvage")) {
+    const leftover = /\.wal\.(compact|salvage)$/.exec(e.name);
+    if (leftover) {
       // An interrupted compaction or salvage: the .wal it was to replace is intact.
-      Deno.removeSync(`${dir}/${e.name}`);
+      if (owns(e.name.slice(0, leftover.index))) Deno.removeSync(`${dir}/${e.name}`);
       continue;
     }
     if (!e.name.endsWith(".wal")) continue;
     const name = e.name.slice(0, -4);
+    if (!owns(name)) continue;
     try {
       checkName(name, "topic");
     } catch {
@@ -90,7 +95,7 @@ export async function recover(
   o: RecoveryOptions,
 ): Promise<{ topics: Topic[]; report: RecoveryReport }> {
   const t0 = performance.now();
-  const names = scan(o.dataDir, o.log);
+  const names = scan(o.dataDir, o.log, o.owns ?? (() => true));
   const topics: Topic[] = [];
   let records = 0, messages = 0;
   for (const name of names) {

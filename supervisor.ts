@@ -1,0 +1,144 @@
+/**
+ * The process when BROKER_WORKERS is more than 1 (docs/architecture.md "Workers"): it holds the
+ * data directory's lock, starts the workers (worker.ts) with a link between every two of them,
+ * has them recover their topics in parallel, then listen on one port (the first picks it when
+ * PORT is 0, the others share it), and logs one "listening" line for all. A worker that fails
+ * takes the process down (exit 1) so the supervisor above restarts a whole broker, not one with
+ * holes. SIGTERM and SIGINT drain every worker and exit 0; SIGHUP reloads every worker's keys.
+ */
+
+import type { Config } from "./lib/config.ts";
+import type { Logger } from "./lib/log.ts";
+import { loadNodeId } from "./lib/node_id.ts";
+import { SharedFigures } from "./lib/shard.ts";
+import { DataDirLock } from "./lib/storage/data_dir_lock.ts";
+import { authEnabled } from "./runtime.ts";
+import type { FromWorker, ToWorker } from "./worker.ts";
+
+/** How long SIGTERM waits for in-flight requests before closing anyway (as main.ts). */
+const SHUTDOWN_GRACE_MS = 10_000;
+
+/** One line on stderr and exit 1: the broker cannot run. */
+function fail(line: string): never {
+  console.error(`ferry: ${line}`);
+  Deno.exit(1);
+}
+
+/** A started worker, and the next message of each kind it sends. */
+class Handle {
+  readonly #waiting = new Map<string, (m: FromWorker) => void>();
+
+  constructor(readonly index: number, readonly worker: Worker, log: Logger) {
+    worker.onmessage = (e: MessageEvent<FromWorker>) => {
+      const m = e.data;
+      if (m.t === "failed") fail(m.message);
+      this.#waiting.get(m.t)?.(m);
+      this.#waiting.delete(m.t);
+    };
+    worker.onerror = (e) => {
+      e.preventDefault();
+      log.error("worker failed; stopping the broker", { worker: index, error: e.message });
+      fail(`worker ${index} failed: ${e.message}`);
+    };
+  }
+
+  send(m: ToWorker, transfer: Transferable[] = []): void {
+    this.worker.postMessage(m, transfer);
+  }
+
+  /** The next message of kind `t`. */
+  next<T extends FromWorker["t"]>(t: T): Promise<Extract<FromWorker, { t: T }>> {
+    return new Promise((resolve) => {
+      this.#waiting.set(t, resolve as (m: FromWorker) => void);
+    });
+  }
+}
+
+/** Runs the broker as `config.workers` workers until a signal; never returns. */
+export async function supervise(config: Config, log: Logger): Promise<never> {
+  const count = config.workers;
+  const lock = config.dataDir === ":memory:"
+    ? undefined
+    : await DataDirLock.acquire(config.dataDir);
+  await loadNodeId(config.dataDir); // written once, before the workers read it
+  const figures = SharedFigures.buffer(count);
+  const peers: (MessagePort | null)[][] = Array.from({ length: count }, () => []);
+  for (let i = 0; i < count; i++) {
+    for (let j = i + 1; j < count; j++) {
+      const channel = new MessageChannel();
+      peers[i]![j] = channel.port1;
+      peers[j]![i] = channel.port2;
+    }
+    peers[i]![i] = null;
+  }
+  const t0 = performance.now();
+  const workers = Array.from({ length: count }, (_, index) => {
+    const worker = new Worker(new URL("./worker.ts", import.meta.url), { type: "module" });
+    return new Handle(index, worker, log);
+  });
+  const opened = workers.map((w) => w.next("opened"));
+  for (const w of workers) {
+    const ports = peers[w.index]!;
+    w.send(
+      { t: "init", index: w.index, count, config, figures, peers: ports },
+      ports.filter((p): p is MessagePort => p !== null),
+    );
+  }
+  const recovered = await Promise.all(opened);
+  const recovery = {
+    topics: recovered.reduce((n, r) => n + r.topics, 0),
+    messages: recovered.reduce((n, r) => n + r.messages, 0),
+    records: recovered.reduce((n, r) => n + r.records, 0),
+    duration_ms: Math.round(performance.now() - t0),
+  };
+  log.info("recovered", { data_dir: config.dataDir, workers: count, ...recovery });
+
+  // The first worker binds (picking a port when PORT is 0); the others share its port.
+  const first = workers[0]!.next("listening");
+  workers[0]!.send({ t: "listen", port: config.port });
+  const { port } = await first;
+  const rest = workers.slice(1).map((w) => {
+    const listening = w.next("listening");
+    w.send({ t: "listen", port });
+    return listening;
+  });
+  await Promise.all(rest);
+
+  let stopping: Promise<never> | undefined;
+  const shutDown = async (signal: string): Promise<never> => {
+    const t = performance.now();
+    log.info("shutting down", { signal });
+    const stopped = workers.map((w) => {
+      const s = w.next("stopped");
+      w.send({ t: "shutdown", graceMs: SHUTDOWN_GRACE_MS });
+      return s;
+    });
+    const done = await Promise.all(stopped);
+    await lock?.release();
+    log.info("stopped", {
+      signal,
+      in_flight_finished: done.every((d) => d.inFlightFinished),
+      duration_ms: Math.round(performance.now() - t),
+    });
+    Deno.exit(0);
+  };
+  Deno.addSignalListener("SIGTERM", () => stopping ??= shutDown("SIGTERM"));
+  Deno.addSignalListener("SIGINT", () => stopping ??= shutDown("SIGINT"));
+  Deno.addSignalListener("SIGHUP", () => {
+    for (const w of workers) w.send({ t: "reload-keys" });
+    log.info("api keys reloaded", { file: config.apiKeysFile, workers: count });
+  });
+
+  log.info("listening", {
+    address: config.host,
+    port,
+    data_dir: config.dataDir,
+    fsync: config.fsync,
+    workers: count,
+    topics: recovery.topics,
+    messages: recovery.messages,
+    recovery_ms: recovery.duration_ms,
+    auth: authEnabled(config),
+  });
+  return await new Promise<never>(() => {}); // the signal handlers end the process
+}

@@ -1,0 +1,128 @@
+/**
+ * BROKER_WORKERS=2 through a real process (supervisor.ts, worker.ts): requests land on either
+ * worker, each topic lives on one, and a client cannot tell.
+ */
+
+import { assert, assertEquals } from "./_support/assert.ts";
+import { logLines, start, stop, withDataDir } from "./_support/child.ts";
+import { shardOf } from "../lib/shard.ts";
+
+const WORKERS = { BROKER_WORKERS: "2" };
+
+/** `n` topic names, at least one owned by each of two workers. */
+function topics(n: number): string[] {
+  const names = Array.from({ length: n }, (_, i) => `t${i}`);
+  assert(new Set(names.map((t) => shardOf(t, 2))).size === 2, "both workers own some");
+  return names;
+}
+
+async function post(url: string, body?: string | object): Promise<Response> {
+  const json = typeof body === "object";
+  return await fetch(url, {
+    method: "POST",
+    body: json ? JSON.stringify(body) : body,
+    headers: json ? { "content-type": "application/json" } : {},
+  });
+}
+
+Deno.test("workers: every topic is published, listed, consumed and acked whichever worker answers", async () => {
+  await withDataDir(async (dir) => {
+    const b = await start(dir, WORKERS);
+    const listening = logLines(b).filter((l) => l.msg === "listening");
+    assertEquals(listening.length, 1, "one listening line for the process");
+    assertEquals(listening[0]!.workers, 2);
+    const names = topics(12);
+    // A new connection per request: the kernel spreads them over both workers.
+    for (const t of names) {
+      const r = await post(`${b.url}/publish/${t}`, `to ${t}`);
+      assertEquals(r.status, 201, await r.text());
+    }
+    const queues = await (await fetch(`${b.url}/api/queues`)).json() as { name: string }[];
+    assertEquals(queues.map((q) => q.name), [...names].sort());
+    for (const t of names) {
+      const r = await fetch(`${b.url}/consume/${t}`);
+      const m = await r.json() as { id: string; payload_text: string };
+      assertEquals(m.payload_text, `to ${t}`);
+      const ack = await post(`${b.url}/ack/${t}/${m.id}`);
+      assertEquals(ack.status, 204, await ack.text());
+    }
+    const stats = await (await fetch(`${b.url}/api/stats`)).json() as {
+      totals: { published: number; acked: number };
+    };
+    assertEquals([stats.totals.published, stats.totals.acked], [12, 12]);
+    assertEquals((await stop(b, "SIGTERM")).code, 0);
+  });
+});
+
+Deno.test("workers: a topic named in a JSON body goes to its owner; the topic limit counts both workers", async () => {
+  await withDataDir(async (dir) => {
+    const b = await start(dir, { ...WORKERS, BROKER_MAX_TOPICS: "4" });
+    const names = topics(5);
+    for (const t of names.slice(0, 4)) {
+      const r = await post(`${b.url}/api/topics`, { name: t, retain: "1h" });
+      assertEquals(r.status, 201, await r.text());
+      const read = await (await fetch(`${b.url}/api/topics/${t}`)).json() as { retain: string };
+      assertEquals(read.retain, "1h");
+    }
+    const fifth = await post(`${b.url}/api/topics`, { name: names[4] });
+    assertEquals(fifth.status, 403);
+    assertEquals((await fifth.json()).code, "topic_limit_reached");
+    await stop(b, "SIGTERM");
+  });
+});
+
+Deno.test("workers: /metrics is one exposition with each family once and counts added", async () => {
+  await withDataDir(async (dir) => {
+    const b = await start(dir, WORKERS);
+    for (const t of topics(6)) await (await post(`${b.url}/publish/${t}`, "x")).body?.cancel();
+    const text = await (await fetch(`${b.url}/metrics`)).text();
+    const types = text.split("\n").filter((l) => l.startsWith("# TYPE "));
+    assertEquals(types.length, new Set(types).size, "no family twice");
+    const published = text.split("\n").filter((l) =>
+      l.startsWith("ferry_messages_published_total{")
+    );
+    assertEquals(published.length, 6);
+    assertEquals(published.reduce((n, l) => n + Number(l.split(" ").at(-1)), 0), 6);
+    await stop(b, "SIGTERM");
+  });
+});
+
+Deno.test("workers: an event stream from the other worker reaches the client, and ends when it leaves", async () => {
+  await withDataDir(async (dir) => {
+    const b = await start(dir, WORKERS);
+    // Open streams on every topic: whichever worker takes the connection, some are forwarded.
+    for (const t of topics(6)) {
+      const ctl = new AbortController();
+      const res = await fetch(`${b.url}/stream/${t}`, { signal: ctl.signal });
+      assertEquals(res.status, 200);
+      const reader = res.body!.getReader();
+      await (await post(`${b.url}/publish/${t}`, `event for ${t}`)).body?.cancel();
+      let seen = "";
+      while (!seen.includes(`event for ${t}`)) {
+        const { value, done } = await reader.read();
+        assert(!done, "the stream ended early");
+        seen += new TextDecoder().decode(value);
+      }
+      ctl.abort();
+      await reader.cancel().catch(() => {});
+    }
+    assertEquals((await stop(b, "SIGTERM")).code, 0, "no stream holds the shutdown");
+  });
+});
+
+Deno.test("workers: a restart with one worker finds every topic two workers wrote", async () => {
+  await withDataDir(async (dir) => {
+    const b = await start(dir, WORKERS);
+    const names = topics(8);
+    for (const t of names) await (await post(`${b.url}/publish/${t}`, t)).body?.cancel();
+    assertEquals((await stop(b, "SIGTERM")).code, 0);
+    const one = await start(dir, { BROKER_WORKERS: "1" });
+    const queues = await (await fetch(`${one.url}/api/queues`)).json() as { name: string }[];
+    assertEquals(queues.map((q) => q.name), [...names].sort());
+    await stop(one, "SIGTERM");
+    const two = await start(dir, WORKERS);
+    const again = await (await fetch(`${two.url}/api/queues`)).json() as { depth: number }[];
+    assertEquals(again.map((q) => q.depth), names.map(() => 1));
+    await stop(two, "SIGTERM");
+  });
+});

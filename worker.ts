@@ -1,0 +1,115 @@
+/**
+ * One worker of a broker that runs several (BROKER_WORKERS, docs/architecture.md "Workers"): a
+ * Web Worker that supervisor.ts starts. It opens a broker over the topics that hash to it (their
+ * WAL files, groups, leases, webhooks and feeds are its own), listens on the port every worker
+ * shares, and hands a request for another worker's topic to that worker over their link. The
+ * supervisor tells it when to listen, to reload the API keys, and to shut down.
+ */
+
+/// <reference lib="deno.worker" />
+
+import type { Config } from "./lib/config.ts";
+import { Logger } from "./lib/log.ts";
+import { SharedFigures } from "./lib/shard.ts";
+import { WorkerLink } from "./net/worker_link.ts";
+import type { Shards } from "./routes/shards.ts";
+import { openRuntime, readKeys, type Runtime } from "./runtime.ts";
+import { brokerHandler, type Listener, serve } from "./serve.ts";
+import type { BrokerHandler } from "./routes/app.ts";
+
+/** What the supervisor sends a worker. */
+export type ToWorker =
+  | {
+    t: "init";
+    index: number;
+    count: number;
+    config: Config;
+    figures: SharedArrayBuffer;
+    /** A port to each other worker, by index (null at this worker's own). */
+    peers: (MessagePort | null)[];
+  }
+  | { t: "listen"; port: number }
+  | { t: "reload-keys" }
+  | { t: "shutdown"; graceMs: number };
+
+/** What a worker tells the supervisor. */
+export type FromWorker =
+  | { t: "opened"; topics: number; messages: number; records: number; durationMs: number }
+  | { t: "listening"; port: number }
+  | { t: "failed"; message: string }
+  | { t: "stopped"; inFlightFinished: boolean };
+
+function tell(m: FromWorker): void {
+  self.postMessage(m);
+}
+
+let rt: Runtime | undefined;
+let handler: BrokerHandler | undefined;
+let server: Listener | undefined;
+let config: Config | undefined;
+let log = new Logger("info");
+
+self.onmessage = async (e: MessageEvent<ToWorker>) => {
+  const m = e.data;
+  try {
+    if (m.t === "init") await init(m);
+    else if (m.t === "listen") listen(m.port);
+    else if (m.t === "reload-keys") await reloadKeys();
+    else if (m.t === "shutdown") await shutdown(m.graceMs);
+  } catch (err) {
+    tell({ t: "failed", message: (err as Error).message });
+  }
+};
+
+async function init(m: Extract<ToWorker, { t: "init" }>): Promise<void> {
+  config = m.config;
+  log = new Logger(config.logLevel);
+  const shard = { index: m.index, count: m.count };
+  rt = await openRuntime(config, log, {
+    shard: { shard, figures: new SharedFigures(m.figures, shard) },
+  });
+  const links = m.peers.map((port) =>
+    port && new WorkerLink(port, (req) => handler!.forwarded(req))
+  );
+  const shards: Shards = {
+    self: m.index,
+    count: m.count,
+    ask: (to, method, url, headers, body) => links[to]!.ask(method, url, headers, body),
+  };
+  handler = brokerHandler(config, rt, log, shards);
+  const r = rt.broker.recovery;
+  tell({
+    t: "opened",
+    topics: r.topics,
+    messages: r.messages,
+    records: r.records,
+    durationMs: r.duration_ms,
+  });
+}
+function listen(port: number): void {
+  server = serve(config!, rt!, log, {
+    handler: handler!,
+    port,
+    onListening: (bound) => tell({ t: "listening", port: bound }),
+  });
+}
+
+async function reloadKeys(): Promise<void> {
+  try {
+    rt!.keys.replace(await readKeys(config!));
+  } catch (e) {
+    log.error("api keys not reloaded; the previous keys stay in use", {
+      error: (e as Error).message,
+    });
+  }
+}
+
+async function shutdown(graceMs: number): Promise<void> {
+  const broker = rt!.broker;
+  const drained = broker.drain(); // answers parked consumers, refuses new work, flushes
+  const grace = new Promise<string>((res) => setTimeout(() => res("timeout"), graceMs));
+  const outcome = server ? await Promise.race([server.shutdown().then(() => "ok"), grace]) : "ok";
+  await drained;
+  await broker.close();
+  tell({ t: "stopped", inFlightFinished: outcome === "ok" });
+}
