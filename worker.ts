@@ -11,6 +11,7 @@
 import type { Config } from "./lib/config.ts";
 import { Logger } from "./lib/log.ts";
 import { SharedFigures } from "./lib/shard.ts";
+import { answerCall, remoteBroker } from "./lib/remote_broker.ts";
 import { WorkerLink } from "./net/worker_link.ts";
 import type { Shards } from "./routes/shards.ts";
 import { openRuntime, readKeys, type Runtime } from "./runtime.ts";
@@ -68,12 +69,20 @@ async function init(m: Extract<ToWorker, { t: "init" }>): Promise<void> {
   rt = await openRuntime(config, log, {
     shard: { shard, figures: new SharedFigures(m.figures, shard) },
   });
+  const broker = rt.broker;
   const links = m.peers.map((port) =>
-    port && new WorkerLink(port, (req) => handler!.forwarded(req))
+    port &&
+    new WorkerLink(
+      port,
+      (req) => handler!.forwarded(req),
+      (verb, args, signal) => answerCall(broker, verb, args, signal),
+    )
   );
+  const remotes = links.map((link) => link && remoteBroker(broker, link));
   const shards: Shards = {
     self: m.index,
     count: m.count,
+    remote: (to) => remotes[to]!,
     ask: (to, method, url, headers, body) => links[to]!.ask(method, url, headers, body),
   };
   handler = brokerHandler(config, rt, log, shards);

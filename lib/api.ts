@@ -15,6 +15,7 @@ import type { PushHandle, PushSink } from "./push/consumer.ts";
 import type { Replicator } from "./cluster/replicator.ts";
 import type { ClusterState } from "./cluster/state.ts";
 import type { TopicOptions, TopicView } from "./topic.ts";
+import type { PublishOptions } from "./publish.ts";
 
 export type { TopicView };
 /** A group as routes see it: its name and when it was created. */
@@ -23,7 +24,6 @@ export type GroupView = Pick<Group, "name" | "createdAt">;
 /** The members of the broker routes call as they are. */
 type Verbs =
   | "ack"
-  | "broadcast"
   | "clusterView"
   | "config"
   | "consume"
@@ -53,7 +53,6 @@ type Verbs =
   | "reserve"
   | "startedAt"
   | "stats"
-  | "touch"
   | "version"
   | "webhookAttempts"
   | "webhookStatus";
@@ -65,6 +64,10 @@ export interface BrokerApi extends Pick<Broker, Verbs> {
   createTopic(name: string, opts: TopicOptions): Promise<TopicView>;
   createGroup(name: string, group: string): Promise<GroupView>;
   listGroups(name: string): GroupView[];
+  /** Delivers to the consumers there now, storing nothing; how many it reached. */
+  broadcast(name: string, payload: Uint8Array, opts?: PublishOptions): number | Promise<number>;
+  /** Extends an in-flight message's lease; when it now ends. */
+  touch(name: string, group: string, id: string, byMs?: number): number | Promise<number>;
   /** A push consumer that sends to `sink` (a consuming WebSocket); `start()` joins it. */
   pushConsumer(name: string, group: string, sink: PushSink): PushHandle;
   /** The durable feed, to listen to (SSE, WebSocket spies). */

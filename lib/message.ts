@@ -240,6 +240,26 @@ export class StoredMessage {
   }
 
   /**
+   * Its fields, the payload copied out, to rebuild it where its topic is not held (another
+   * worker answering a consume, lib/remote_broker.ts): `new StoredMessage(fields, 0)`.
+   */
+  fields(): MessageFields {
+    return {
+      id: this.id,
+      seq: this.seq,
+      timestamp: this.timestamp,
+      payload: this.readPayload().slice(),
+      priority: this.priority,
+      expiresAt: this.expiresAt,
+      headers: this.headers,
+      idemKey: this.idemKey,
+      redriveCount: this.redriveCount,
+      origin: this.origin,
+      reason: this.reason,
+    };
+  }
+
+  /**
    * The payload bytes (keep them in a local; do not write to them): a fresh view of the shared
    * slab, or, for a payload on disk, a synchronous positioned read of its WAL file, or a view of
    * the stretch prefetchPayloads read, which the next prefetch of that file overwrites: use them

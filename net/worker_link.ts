@@ -4,6 +4,10 @@
  * crosses as a transferred ArrayBuffer, moved and not copied; an event stream's body crosses as
  * chunks until it ends, or until the asker's reader cancels it (the client left), which cancels
  * the answering worker's stream too. Either end can ask: each side answers with `serve`.
+ *
+ * What one turn of the event loop sends crosses as one message: waking the other worker's thread
+ * costs far more than the data (a lone round trip measured 120 µs of CPU on these machines, against
+ * 11 µs each when 64 crossed together), and under load many requests arrive in one turn.
  */
 
 /** A request as it crosses: what `new Request` needs, the body already read. */
@@ -16,9 +20,28 @@ interface Asked {
   body: ArrayBuffer | null;
 }
 
+/** A broker verb asked of the other worker (lib/remote_broker.ts), its arguments cloned. */
+interface Called {
+  t: "call";
+  id: number;
+  verb: string;
+  args: unknown[];
+}
+
+/** A refusal as it crosses: enough to throw the same BrokerError on the other side. */
+export interface CallError {
+  name: string;
+  message: string;
+  code?: string;
+  retryAfterSeconds?: number;
+}
+
 /** What crosses a link. */
 type LinkMessage =
   | Asked
+  | Called
+  | { t: "result"; id: number; value?: unknown; error?: CallError }
+  | { t: "abort"; id: number }
   | {
     t: "answer";
     id: number;
@@ -54,13 +77,40 @@ export class WorkerLink {
   readonly #incoming = new Map<number, ReadableStreamDefaultController<Uint8Array>>();
   /** Streamed answers being sent, by the other end's request id. */
   readonly #outgoing = new Map<number, ReadableStreamDefaultReader<Uint8Array>>();
+  /** What this turn sends, and the buffers it gives away. */
+  #outbox: LinkMessage[] = [];
+  #transfer: ArrayBuffer[] = [];
+
+  /** Calls waiting for their result, by id. */
+  readonly #calls = new Map<number, { resolve(v: unknown): void; reject(e: CallError): void }>();
+  /** Calls being answered here, by the other end's id: aborted when its client leaves. */
+  readonly #answering = new Map<number, AbortController>();
 
   constructor(
     readonly port: MessagePort,
     /** Answers what the other end asks: this worker's handler, for a request it owns. */
     readonly serve: (req: Request) => Promise<Response>,
+    /** Runs a broker verb the other end calls; what it returns must be cloneable. */
+    readonly answer: (verb: string, args: unknown[], signal: AbortSignal) => Promise<unknown> =
+      () => Promise.reject(new Error("this link answers no calls")),
   ) {
-    port.onmessage = (e: MessageEvent<LinkMessage>) => this.#received(e.data);
+    port.onmessage = (e: MessageEvent<LinkMessage[]>) => {
+      for (const m of e.data) this.#received(m);
+    };
+  }
+
+  /** Queues `m` for the end of this turn, when everything queued crosses as one message. */
+  #post(m: LinkMessage, buffer?: ArrayBuffer | null): void {
+    if (this.#outbox.length === 0) setImmediate(() => this.#flush());
+    this.#outbox.push(m);
+    if (buffer) this.#transfer.push(buffer);
+  }
+
+  #flush(): void {
+    const out = this.#outbox, transfer = this.#transfer;
+    this.#outbox = [];
+    this.#transfer = [];
+    this.port.postMessage(out, transfer);
   }
 
   /**
@@ -73,7 +123,22 @@ export class WorkerLink {
     const msg: Asked = { t: "ask", id, method, url, headers: [...headers], body: buffer };
     return new Promise((resolve) => {
       this.#waiting.set(id, resolve);
-      this.port.postMessage(msg, buffer ? [buffer] : []);
+      this.#post(msg, buffer);
+    });
+  }
+
+  /**
+   * Calls a broker verb on the worker at the other end; the arguments are cloned, not shared.
+   * Rejects with the CallError the verb threw there. `signal` aborting aborts it there too.
+   */
+  call(verb: string, args: unknown[], signal?: AbortSignal): Promise<unknown> {
+    const id = ++this.#next;
+    return new Promise((resolve, reject) => {
+      this.#calls.set(id, { resolve, reject });
+      this.#post({ t: "call", id, verb, args });
+      signal?.addEventListener("abort", () => {
+        if (this.#calls.has(id)) this.#post({ t: "abort", id });
+      }, { once: true });
     });
   }
 
@@ -81,8 +146,36 @@ export class WorkerLink {
     this.port.close();
   }
 
+  async #called(m: Called): Promise<void> {
+    const ctl = new AbortController();
+    this.#answering.set(m.id, ctl);
+    try {
+      const value = await this.answer(m.verb, m.args, ctl.signal);
+      this.#post({ t: "result", id: m.id, value });
+    } catch (e) {
+      const err = e as Error & { code?: string; retryAfterSeconds?: number };
+      const error: CallError = { name: err.name, message: err.message };
+      if (err.code !== undefined) error.code = err.code;
+      if (err.retryAfterSeconds !== undefined) error.retryAfterSeconds = err.retryAfterSeconds;
+      this.#post({ t: "result", id: m.id, error });
+    } finally {
+      this.#answering.delete(m.id);
+    }
+  }
+
   #received(m: LinkMessage): void {
     switch (m.t) {
+      case "call":
+        return void this.#called(m);
+      case "result": {
+        const c = this.#calls.get(m.id);
+        this.#calls.delete(m.id);
+        if (m.error) c?.reject(m.error);
+        else c?.resolve(m.value);
+        return;
+      }
+      case "abort":
+        return this.#answering.get(m.id)?.abort();
       case "ask":
         return void this.#answer(m);
       case "answer":
@@ -125,23 +218,21 @@ export class WorkerLink {
         body,
         streamed: false,
       };
-      this.port.postMessage(msg, body ? [body] : []);
+      this.#post(msg, body);
       return;
     }
     const reader = res.body.getReader();
     this.#outgoing.set(m.id, reader);
-    this.port.postMessage(
-      { t: "answer", id: m.id, status: res.status, headers, body: null, streamed: true },
-    );
+    this.#post({ t: "answer", id: m.id, status: res.status, headers, body: null, streamed: true });
     try {
       while (true) {
         const { done, value } = await reader.read();
         if (done) break;
         const data = ownBuffer(value);
-        this.port.postMessage({ t: "chunk", id: m.id, data } satisfies LinkMessage, [data]);
+        this.#post({ t: "chunk", id: m.id, data }, data);
       }
     } catch { /* cancelled: the asker's client left */ }
-    if (this.#outgoing.delete(m.id)) this.port.postMessage({ t: "end", id: m.id });
+    if (this.#outgoing.delete(m.id)) this.#post({ t: "end", id: m.id });
   }
 
   #answered(m: Extract<LinkMessage, { t: "answer" }>): void {
@@ -156,7 +247,7 @@ export class WorkerLink {
       start: (c) => void this.#incoming.set(m.id, c),
       cancel: () => {
         this.#incoming.delete(m.id);
-        this.port.postMessage({ t: "cancel", id: m.id } satisfies LinkMessage);
+        this.#post({ t: "cancel", id: m.id });
       },
     });
     resolve(new Response(body, { status: m.status, headers: m.headers }));

@@ -110,11 +110,11 @@ async function requeue(req: Request, ctx: Ctx): Promise<Response> {
   return json(requeuedJson(id, topic, r));
 }
 
-function touch(_req: Request, ctx: Ctx): Response {
+async function touch(_req: Request, ctx: Ctx): Promise<Response> {
   const topic = checkName(ctx.params.topic ?? "", "topic");
   const by = ctx.query.duration("by", MAX_VISIBILITY_MS, 1);
   const id = ctx.params.id ?? "";
-  const until = ctx.broker.touch(topic, group(ctx), id, by);
+  const until = await ctx.broker.touch(topic, group(ctx), id, by);
   return json({ id, topic, visible_at: isoTime(until) } satisfies TouchAnswer);
 }
 
@@ -262,7 +262,7 @@ export const consumeRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/consume/:topic",
-    shard: { topic: ["param:topic"] },
+    shard: { topic: ["param:topic"], api: true },
     scope: "consume",
     handler: consume,
     mutates: true,
@@ -271,7 +271,7 @@ export const consumeRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/ack/:topic",
-    shard: { topic: ["param:topic"] },
+    shard: { topic: ["param:topic"], api: true },
     scope: "consume",
     handler: ackBatch,
     doc: ACK_BATCH_DOC,
@@ -279,7 +279,7 @@ export const consumeRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/ack/:topic/:id",
-    shard: { topic: ["param:topic"] },
+    shard: { topic: ["param:topic"], api: true },
     scope: "consume",
     handler: ackOne,
     doc: ACK_DOC,
@@ -287,7 +287,7 @@ export const consumeRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/requeue",
-    shard: { topic: ["body:topic", "query:topic"] },
+    shard: { topic: ["body:topic", "query:topic"], api: true },
     scope: "consume",
     handler: requeue,
     doc: REQUEUE_DOC,
@@ -295,7 +295,7 @@ export const consumeRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/touch/:topic/:id",
-    shard: { topic: ["param:topic"] },
+    shard: { topic: ["param:topic"], api: true },
     scope: "consume",
     handler: touch,
     doc: TOUCH_DOC,

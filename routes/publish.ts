@@ -79,7 +79,7 @@ export async function publishOrBroadcast(
   broadcast: boolean,
 ): Promise<Response> {
   if (broadcast) {
-    const delivered = broker.broadcast(topic, payload, opts);
+    const delivered = await broker.broadcast(topic, payload, opts);
     return json({ broadcast: true, delivered_to: delivered }, 200);
   }
   const result = await broker.publish(topic, payload, opts);
@@ -189,7 +189,7 @@ export const publishRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/publish/:topic",
-    shard: { topic: ["param:topic"] },
+    shard: { topic: ["param:topic"], api: true },
     scope: "publish",
     handler: publish,
     doc: PUBLISH_DOC,

@@ -414,7 +414,7 @@ export const publishBatchRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/publish/:topic/batch",
-    shard: { topic: ["param:topic"] },
+    shard: { topic: ["param:topic"], api: true },
     scope: "publish",
     handler: publishBatch,
     doc: PUBLISH_BATCH_DOC,

@@ -69,6 +69,12 @@ export type TopicSource = `param:${string}` | `query:${string}` | `body:${string
 export interface ShardRule {
   topic?: TopicSource[];
   all?: (answers: Response[]) => Promise<Response>;
+  /**
+   * The handler's only calls for the topic are the verbs lib/remote_broker.ts sends across:
+   * for another worker's topic it runs here, and only those calls cross (cheaper than handing
+   * over the whole request).
+   */
+  api?: true;
 }
 
 /** Runs before a matched route; a returned Response answers instead (401, 403). */

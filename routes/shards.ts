@@ -7,15 +7,19 @@
  * route's `shard.all`. A request that names a topic this worker owns runs here with no copy.
  */
 
-import { shardOf } from "../lib/api.ts";
+import { type BrokerApi, shardOf } from "../lib/api.ts";
 import { MAX_BATCH_BODY_BYTES } from "../lib/config.ts";
 import { readBody } from "./body.ts";
+import { BrokerError } from "../lib/errors.ts";
+import { problem } from "./http.ts";
 import type { Ctx, Route, TopicSource } from "./router.ts";
 
 /** This worker's place among the broker's workers, and how it asks the others. */
 export interface Shards {
   self: number;
   count: number;
+  /** This worker's broker with the hot verbs sent to worker `to` (lib/remote_broker.ts). */
+  remote(to: number): BrokerApi;
   /** Asks worker `to` (never `self`) to answer a request; `body` is given away. */
   ask(
     to: number,
@@ -106,18 +110,27 @@ export async function dispatch(
     topic = namedTopic(sources, ctx, () => json);
   }
   const local = () => route.handler(read.body ? withBody(req, read.body) : req, ctx);
-  const headers = forwardedHeaders(req, ctx.requestId);
   if (topic !== undefined) {
     const owner = shardOf(topic, shards.count);
     if (owner === shards.self) return local();
+    if (rule.api) {
+      const asked = read.body ? withBody(req, read.body) : req;
+      return route.handler(asked, { ...ctx, broker: shards.remote(owner) });
+    }
+    const headers = forwardedHeaders(req, ctx.requestId);
     return shards.ask(owner, req.method, req.url, headers, await body());
   }
+  const headers = forwardedHeaders(req, ctx.requestId);
   if (!rule.all) return local();
   const bytes = await body();
   const others: Promise<Response>[] = [];
   for (let i = 0; i < shards.count; i++) {
     if (i !== shards.self) others.push(shards.ask(i, req.method, req.url, headers, bytes.slice()));
   }
-  const mine = await local();
+  // A refusal here (the id is another worker's) is one answer among the others.
+  const mine = await Promise.resolve().then(local).catch((e: unknown) => {
+    if (e instanceof BrokerError) return problem(e, ctx.requestId);
+    throw e;
+  });
   return rule.all([mine, ...await Promise.all(others)]);
 }

@@ -234,7 +234,7 @@ export const webhookRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/api/webhooks",
-    shard: { all: joinedList("id") },
+    shard: { topic: ["query:topic"], all: joinedList("id") },
     scope: "admin",
     handler: list,
     doc: LIST_DOC,

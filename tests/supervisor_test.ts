@@ -126,3 +126,25 @@ Deno.test("workers: a restart with one worker finds every topic two workers wrot
     await stop(two, "SIGTERM");
   });
 });
+
+Deno.test("workers: a long poll on any topic is answered by a later publish; touch and requeue cross too", async () => {
+  await withDataDir(async (dir) => {
+    const b = await start(dir, WORKERS);
+    for (const t of topics(6)) {
+      const poll = fetch(`${b.url}/consume/${t}?timeout=10s&visibility=30s`);
+      await (await post(`${b.url}/publish/${t}`, `late ${t}`)).body?.cancel();
+      const m = await (await poll).json() as { id: string; payload_text: string };
+      assertEquals(m.payload_text, `late ${t}`);
+      const touched = await post(`${b.url}/touch/${t}/${m.id}?by=60s`);
+      assertEquals(touched.status, 200, await touched.text());
+      const requeued = await post(`${b.url}/requeue`, { topic: t, id: m.id });
+      assertEquals(requeued.status, 200, await requeued.text());
+      const again = await (await fetch(`${b.url}/consume/${t}`)).json() as { retry_count: number };
+      assertEquals(again.retry_count, 1);
+      const unknown = await post(`${b.url}/ack/${t}/not-an-id`);
+      assertEquals(unknown.status, 404, "a refusal crosses back as itself");
+      await unknown.body?.cancel();
+    }
+    assertEquals((await stop(b, "SIGTERM")).code, 0);
+  });
+});
