@@ -14,7 +14,7 @@
  *                                        two markers), whatever the run
  *
  * Sections (names for --only): ceiling, publish, consume, e2e, fanout, webhook, rss, replay,
- * large, cluster, batch, idle, restart.
+ * large, cluster, batch, idle, restart, workers.
  *   ceiling  bare Deno.serve (tests/bench/ceiling.ts) answering a 1 KiB POST, req/s at 1/16/64
  *            connections: what one Deno process can do at all. Then the least a durable queue
  *            does under Ferry's contract (tests/bench/ceiling_queue.ts: list the headers for
@@ -68,6 +68,9 @@
  *   idle     CPU of a started broker with 4 topics, groups, a webhook and an open long-poll,
  *            left alone: utime+stime over 30 s (quick: 10 s) after 40 s to settle (V8's memory
  *            reducer and Deno's idle threads wind down 20-40 s after traffic). Target ≤ 0.1 %.
+ *   workers  the same build at BROKER_WORKERS=1 and 2: publish 1 KiB over 16 topics at 64
+ *            connections, and a drain of one topic (consume limit=100 + batch ack), with the
+ *            broker's CPU per message. Target: 2 workers ≥ 1.5 × one (docs/architecture.md).
  *   replay   two WALs of 1,000,000 records of 64 B (one topic), broker restarted on each:
  *            all publishes, all held (worst case); and half publishes, half acks (steady state).
  *            records/s from the "recovered" log line. Target: ≥ 1,000,000 records/s. Beside
@@ -104,6 +107,7 @@
  * table.
  */
 
+import { workers } from "./rows/workers.ts";
 import { cleanup } from "./harness/cleanup.ts";
 import { log } from "./harness/format.ts";
 import { loadAvg } from "./harness/machine.ts";
@@ -179,6 +183,7 @@ const RUN: Record<Section, (o: Options, p: Plan) => Promise<void>> = {
   batch,
   idle,
   restart,
+  workers,
 };
 
 /** Runs the chosen sections, then reports; resolves with the exit code. */

@@ -26,6 +26,7 @@ export const SECTIONS = [
   "batch",
   "idle",
   "restart",
+  "workers",
 ] as const;
 export type Section = typeof SECTIONS[number];
 export const CONNS = [1, 16, 64] as const;
