@@ -10,6 +10,7 @@ import type { Config } from "./lib/config.ts";
 import type { Logger } from "./lib/log.ts";
 import { type BrokerHandler, createHandler } from "./routes/app.ts";
 import type { Shards } from "./routes/shards.ts";
+import type { BrokerApi, MetricsSource } from "./lib/api.ts";
 import { appOptions, authEnabled, type Runtime } from "./runtime.ts";
 
 /** Where the broker listens; port 0 picks a free one. Workers share the port (`reusePort`). */
@@ -26,8 +27,9 @@ export function brokerHandler(
   rt: Runtime,
   log: Logger,
   shards?: Shards,
+  broker: BrokerApi & MetricsSource = rt.broker,
 ): BrokerHandler {
-  return createHandler(rt.broker, { ...appOptions(config, log, rt), shards });
+  return createHandler(broker, { ...appOptions(config, log, rt), shards });
 }
 
 /** How a worker of several listens (worker.ts): on the port every worker shares. */

@@ -12,7 +12,7 @@ import type { Logger } from "./lib/log.ts";
 import { loadNodeId } from "./lib/node_id.ts";
 import { SharedFigures } from "./lib/shard.ts";
 import { DataDirLock } from "./lib/storage/data_dir_lock.ts";
-import { authEnabled } from "./runtime.ts";
+import { authEnabled, readKeys } from "./runtime.ts";
 import type { FromWorker, ToWorker } from "./worker.ts";
 
 /** How long SIGTERM waits for in-flight requests before closing anyway (as main.ts). */
@@ -124,9 +124,22 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
   };
   Deno.addSignalListener("SIGTERM", () => stopping ??= shutDown("SIGTERM"));
   Deno.addSignalListener("SIGINT", () => stopping ??= shutDown("SIGINT"));
-  Deno.addSignalListener("SIGHUP", () => {
-    for (const w of workers) w.send({ t: "reload-keys" });
-    log.info("api keys reloaded", { file: config.apiKeysFile, workers: count });
+  // SIGHUP: the keys are read once here and handed to every worker; a bad file keeps the old.
+  Deno.addSignalListener("SIGHUP", async () => {
+    let keys;
+    try {
+      keys = await readKeys(config);
+    } catch (e) {
+      const error = (e as Error).message;
+      log.error("api keys not reloaded; the previous keys stay in use", { error });
+      return;
+    }
+    await Promise.all(workers.map((w) => {
+      const replaced = w.next("keys-replaced");
+      w.send({ t: "keys", keys });
+      return replaced;
+    }));
+    log.info("api keys reloaded", { keys: keys.length, file: config.apiKeysFile });
   });
 
   log.info("listening", {

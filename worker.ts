@@ -11,10 +11,11 @@
 import type { Config } from "./lib/config.ts";
 import { Logger } from "./lib/log.ts";
 import { SharedFigures } from "./lib/shard.ts";
-import { answerCall, remoteBroker } from "./lib/remote_broker.ts";
+import { Answerer, shardedBroker } from "./lib/remote_broker.ts";
 import { WorkerLink } from "./net/worker_link.ts";
 import type { Shards } from "./routes/shards.ts";
-import { openRuntime, readKeys, type Runtime } from "./runtime.ts";
+import { openRuntime, type Runtime } from "./runtime.ts";
+import type { ApiKey } from "./lib/auth.ts";
 import { brokerHandler, type Listener, serve } from "./serve.ts";
 import type { BrokerHandler } from "./routes/app.ts";
 
@@ -30,7 +31,8 @@ export type ToWorker =
     peers: (MessagePort | null)[];
   }
   | { t: "listen"; port: number }
-  | { t: "reload-keys" }
+  /** The API keys the supervisor read again (SIGHUP). */
+  | { t: "keys"; keys: ApiKey[] }
   | { t: "shutdown"; graceMs: number };
 
 /** What a worker tells the supervisor. */
@@ -38,7 +40,8 @@ export type FromWorker =
   | { t: "opened"; topics: number; messages: number; records: number; durationMs: number }
   | { t: "listening"; port: number }
   | { t: "failed"; message: string }
-  | { t: "stopped"; inFlightFinished: boolean };
+  | { t: "stopped"; inFlightFinished: boolean }
+  | { t: "keys-replaced" };
 
 function tell(m: FromWorker): void {
   self.postMessage(m);
@@ -55,8 +58,10 @@ self.onmessage = async (e: MessageEvent<ToWorker>) => {
   try {
     if (m.t === "init") await init(m);
     else if (m.t === "listen") listen(m.port);
-    else if (m.t === "reload-keys") await reloadKeys();
-    else if (m.t === "shutdown") await shutdown(m.graceMs);
+    else if (m.t === "keys") {
+      rt!.keys.replace(m.keys);
+      tell({ t: "keys-replaced" });
+    } else if (m.t === "shutdown") await shutdown(m.graceMs);
   } catch (err) {
     tell({ t: "failed", message: (err as Error).message });
   }
@@ -70,22 +75,22 @@ async function init(m: Extract<ToWorker, { t: "init" }>): Promise<void> {
     shard: { shard, figures: new SharedFigures(m.figures, shard) },
   });
   const broker = rt.broker;
-  const links = m.peers.map((port) =>
-    port &&
-    new WorkerLink(
+  const links = m.peers.map((port) => {
+    if (!port) return null;
+    const link: WorkerLink = new WorkerLink(
       port,
       (req) => handler!.forwarded(req),
-      (verb, args, signal) => answerCall(broker, verb, args, signal),
-    )
-  );
-  const remotes = links.map((link) => link && remoteBroker(broker, link));
+      (verb, args, signal) => answerer.answer(verb, args, signal),
+    );
+    const answerer = new Answerer(broker, link);
+    return link;
+  });
   const shards: Shards = {
     self: m.index,
     count: m.count,
-    remote: (to) => remotes[to]!,
     ask: (to, method, url, headers, body) => links[to]!.ask(method, url, headers, body),
   };
-  handler = brokerHandler(config, rt, log, shards);
+  handler = brokerHandler(config, rt, log, shards, shardedBroker(broker, shard, links));
   const r = rt.broker.recovery;
   tell({
     t: "opened",
@@ -101,16 +106,6 @@ function listen(port: number): void {
     port,
     onListening: (bound) => tell({ t: "listening", port: bound }),
   });
-}
-
-async function reloadKeys(): Promise<void> {
-  try {
-    rt!.keys.replace(await readKeys(config!));
-  } catch (e) {
-    log.error("api keys not reloaded; the previous keys stay in use", {
-      error: (e as Error).message,
-    });
-  }
 }
 
 async function shutdown(graceMs: number): Promise<void> {

@@ -7,17 +7,25 @@
  * and a consumed message crosses as its fields and is rebuilt on this side.
  */
 
-import type { BrokerApi } from "./api.ts";
+import type { BrokerApi, MetricsSource } from "./api.ts";
 import type { Broker } from "./broker.ts";
 import type { ConsumeOptions, Handed } from "./delivery/deliveries.ts";
 import { BrokerError, type ErrorCode } from "./errors.ts";
 import { type MessageFields, StoredMessage } from "./message.ts";
 import type { BatchItem } from "./publish_batch.ts";
 import type { PublishOptions } from "./publish.ts";
+import type { Feed, FeedEvent, Listener, SubscribeOptions } from "./feed.ts";
+import type { PushHandle, PushSink } from "./push/consumer.ts";
+import { type Shard, shardOf } from "./shard.ts";
 
-/** How this worker calls a verb on another (net/worker_link.ts `WorkerLink.call`). */
+/** How this worker reaches another (net/worker_link.ts `WorkerLink`). */
 export interface PeerCalls {
   call(verb: string, args: unknown[], signal?: AbortSignal): Promise<unknown>;
+  /** A subscription id whose events (the other side's `emit`) go to `fn`. */
+  listen(fn: (data: unknown) => void): number;
+  unlisten(id: number): void;
+  /** Sends an event to the other side's subscription. */
+  emit(sub: number, data: unknown): void;
 }
 
 /** A handed message as it crosses. */
@@ -79,6 +87,8 @@ function remoteVerbs(peer: PeerCalls) {
   const call = (verb: string, args: unknown[], signal?: AbortSignal) =>
     peer.call(verb, args, signal).catch(thrownAgain);
   return {
+    pushConsumer: (name: string, group: string, sink: PushSink) =>
+      remotePush(peer, name, group, sink),
     publish: (name: string, payload: Uint8Array, opts?: PublishOptions) =>
       call("publish", [name, own(payload), opts]),
     publishBatch: (name: string, items: readonly BatchItem[]) =>
@@ -105,7 +115,44 @@ function remoteVerbs(peer: PeerCalls) {
   };
 }
 
-/** The verbs another worker may call here. */
+/** A feed event as it crosses: a message's fields instead of the message. */
+type PortableEvent =
+  | Exclude<FeedEvent, { kind: "message" | "broadcast" }>
+  | { kind: "broadcast"; topic: string; fields: MessageFields }
+  | {
+    kind: "message";
+    topic: string;
+    seq: number;
+    fields: MessageFields;
+    retryCount: number;
+    reason: string | undefined;
+    origin: string | undefined;
+  };
+
+function portableEvent(e: FeedEvent): PortableEvent {
+  if (e.kind === "message") {
+    const { msg, ...rest } = e;
+    return { ...rest, fields: msg.fields() };
+  }
+  if (e.kind === "broadcast") return { kind: "broadcast", topic: e.topic, fields: e.msg.fields() };
+  return e;
+}
+
+function rebuiltEvent(p: PortableEvent): FeedEvent {
+  if (p.kind === "message") {
+    const { fields, ...rest } = p;
+    return { ...rest, msg: new StoredMessage(fields, 0) };
+  }
+  if (p.kind === "broadcast") {
+    return { kind: "broadcast", topic: p.topic, msg: new StoredMessage(p.fields, 0) };
+  }
+  return p;
+}
+
+/** What the owner sends a push consumer's other side. */
+type PushEvent = { h: PortableHanded; ephemeral: boolean } | { closed: true };
+
+/** The verbs another worker may call here, beside the subscriptions. */
 const VERBS = new Set([
   "publish",
   "publishBatch",
@@ -116,37 +163,180 @@ const VERBS = new Set([
   "touch",
 ]);
 
-/** Runs a verb another worker called, on this worker's broker; its result as it crosses. */
-export async function answerCall(
-  broker: Broker,
-  verb: string,
-  args: unknown[],
-  signal: AbortSignal,
-): Promise<unknown> {
-  if (!VERBS.has(verb)) throw new Error(`no verb "${verb}" crosses workers`);
-  if (verb === "consume") {
-    const [name, opts] = args as [string, ConsumeOptions];
-    return await broker.consume(name, { ...opts, signal }, (messages) => messages.map(portable));
+/**
+ * Answers what one other worker calls on this worker's broker: the hot verbs, and its push
+ * consumers and feed subscriptions here, whose deliveries and events go back as `emit`s.
+ */
+export class Answerer {
+  readonly #pushes = new Map<number, PushHandle>();
+  readonly #feeds = new Map<number, () => void>();
+
+  constructor(readonly broker: Broker, readonly peer: PeerCalls) {}
+
+  async answer(verb: string, args: unknown[], signal: AbortSignal): Promise<unknown> {
+    const { broker, peer } = this;
+    switch (verb) {
+      case "consume": {
+        const [name, opts] = args as [string, ConsumeOptions];
+        return await broker.consume(name, { ...opts, signal }, (ms) => ms.map(portable));
+      }
+      case "pushConsumer": {
+        const [sub, name, group, limit] = args as [number, string, string, number];
+        const sink: PushSink = {
+          limit,
+          send: (h, ephemeral) => {
+            peer.emit(sub, { h: portable(h), ephemeral } satisfies PushEvent);
+            return true; // the other side drops the consumer if its socket falls behind
+          },
+          closed: () => {
+            this.#pushes.delete(sub);
+            peer.emit(sub, { closed: true } satisfies PushEvent);
+          },
+        };
+        this.#pushes.set(sub, broker.pushConsumer(name, group, sink));
+        return undefined;
+      }
+      case "push": {
+        const [sub, op, id] = args as [number, "start" | "stop" | "settle" | "serve", string?];
+        const c = this.#pushes.get(sub);
+        if (op === "start") c?.start(broker.now());
+        else if (op === "serve") c?.serve(broker.now());
+        else if (op === "settle") c?.settle(id!);
+        else {
+          c?.stop();
+          this.#pushes.delete(sub);
+        }
+        return undefined;
+      }
+      case "feedSubscribe": {
+        const [sub, pattern] = args as [number, string];
+        const off = broker.feed.subscribe(pattern, (e) => peer.emit(sub, portableEvent(e)));
+        this.#feeds.set(sub, off);
+        return undefined;
+      }
+      case "feedUnsubscribe": {
+        const [sub] = args as [number];
+        this.#feeds.get(sub)?.();
+        this.#feeds.delete(sub);
+        return undefined;
+      }
+    }
+    if (!VERBS.has(verb)) throw new Error(`no verb "${verb}" crosses workers`);
+    const fn = (broker as unknown as Record<string, (...a: unknown[]) => unknown>)[verb]!;
+    return await fn.apply(broker, args);
   }
-  const fn = (broker as unknown as Record<string, (...a: unknown[]) => unknown>)[verb]!;
-  return await fn.apply(broker, args);
+}
+
+/** A push consumer on another worker: its deliveries come back as events. */
+function remotePush(peer: PeerCalls, name: string, group: string, sink: PushSink): PushHandle {
+  const sub = peer.listen((data) => {
+    const e = data as PushEvent;
+    if ("closed" in e) {
+      peer.unlisten(sub);
+      sink.closed();
+    } else sink.send(rebuilt(e.h), e.ephemeral); // a socket behind drops the consumer itself
+  });
+  const op = (...args: unknown[]) => void peer.call("push", [sub, ...args]).catch(() => {});
+  peer.call("pushConsumer", [sub, name, group, sink.limit]).catch(() => {
+    peer.unlisten(sub);
+    sink.closed(); // refused there (the broker drains): as if the topic went away
+  });
+  return {
+    start: () => op("start"),
+    serve: () => op("serve"),
+    settle: (id: string) => op("settle", id),
+    stop: () => {
+      op("stop");
+      peer.unlisten(sub);
+    },
+  };
 }
 
 /**
- * This worker's broker, but with the hot verbs sent to the worker `peer` reaches: what a route
- * gets for a topic that worker owns. Everything else is this worker's.
+ * The durable feed across workers: a subscription to one topic listens where the topic lives,
+ * one to a pattern (`orders.*`, `*`) on every worker. Events from another worker arrive rebuilt,
+ * and a promise the listener returns holds nothing there (only this worker's feed waits for it).
  */
-export function remoteBroker(local: BrokerApi, peer: PeerCalls): BrokerApi {
-  const verbs: Record<string, unknown> = remoteVerbs(peer);
-  const bound = new Map<PropertyKey, unknown>();
-  return new Proxy(local, {
-    get(target, prop) {
-      if (typeof prop === "string" && prop in verbs) return verbs[prop];
-      const v = Reflect.get(target, prop, target);
-      if (typeof v !== "function") return v;
-      let b = bound.get(prop);
-      if (!b) bound.set(prop, b = v.bind(target));
-      return b;
+export function fanInFeed(
+  local: Feed,
+  shard: Shard,
+  peers: (PeerCalls | null)[],
+): Pick<Feed, "subscribe"> {
+  return {
+    subscribe(pattern: string, fn: Listener, opts?: SubscribeOptions): () => void {
+      const everywhere = pattern.endsWith("*");
+      const owner = everywhere ? -1 : shardOf(pattern, shard.count);
+      const offs: (() => void)[] = [];
+      if (everywhere || owner === shard.index) offs.push(local.subscribe(pattern, fn, opts));
+      peers.forEach((peer, i) => {
+        if (!peer || (!everywhere && i !== owner)) return;
+        const sub = peer.listen((data) => void fn(rebuiltEvent(data as PortableEvent)));
+        peer.call("feedSubscribe", [sub, pattern]).catch(() => {});
+        offs.push(() => {
+          peer.unlisten(sub);
+          peer.call("feedUnsubscribe", [sub]).catch(() => {});
+        });
+      });
+      return () => {
+        for (const off of offs) off();
+      };
     },
-  });
+  };
+}
+
+/** The verbs that go to the worker owning their first argument, a topic. */
+const ROUTED = [
+  "publish",
+  "publishBatch",
+  "broadcast",
+  "consume",
+  "ack",
+  "requeue",
+  "touch",
+  "pushConsumer",
+] as const;
+
+/**
+ * This worker's broker as routes see it when there are several: a verb for a topic another
+ * worker owns is a call to that worker (`peers[i]`, null at this worker's own index), the feed
+ * hears every worker, and everything else is this worker's.
+ */
+export function shardedBroker(
+  local: Broker,
+  shard: Shard,
+  peers: (PeerCalls | null)[],
+): BrokerApi & MetricsSource {
+  const remote = peers.map((p) => p && remoteVerbs(p));
+  const overrides = new Map<PropertyKey, unknown>();
+  for (const verb of ROUTED) {
+    const mine = (local[verb] as (...a: unknown[]) => unknown).bind(local);
+    overrides.set(verb, (name: string, ...rest: unknown[]) => {
+      const owner = shardOf(name, shard.count);
+      if (owner === shard.index) return mine(name, ...rest);
+      return (remote[owner]![verb] as (...a: unknown[]) => unknown)(name, ...rest);
+    });
+  }
+  const fanIn = fanInFeed(local.feed, shard, peers);
+  overrides.set(
+    "feed",
+    new Proxy(local.feed, {
+      get: (t, p) => p === "subscribe" ? fanIn.subscribe : bindIfFunction(t, p),
+    }),
+  );
+  const methods = new Map<PropertyKey, unknown>(); // bound once: routes read them per request
+  return new Proxy(local, {
+    get: (t, p) => {
+      if (overrides.has(p)) return overrides.get(p);
+      if (methods.has(p)) return methods.get(p);
+      const v = bindIfFunction(t, p);
+      if (typeof v === "function") methods.set(p, v);
+      return v;
+    },
+  }) as unknown as BrokerApi & MetricsSource;
+}
+
+/** `target[prop]`, bound to `target` if it is a method (private fields need the real `this`). */
+function bindIfFunction(target: object, prop: PropertyKey): unknown {
+  const v = Reflect.get(target, prop, target);
+  return typeof v === "function" ? v.bind(target) : v;
 }

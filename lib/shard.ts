@@ -1,9 +1,9 @@
 /**
  * @module Which worker owns a topic when one broker runs several (BROKER_WORKERS,
  * docs/architecture.md "Workers"): a topic and its dead-letter queue `{topic}.dlq` go to the same
- * worker, picked by FNV-1a over the topic's UTF-8 bytes modulo the number of workers. It depends
- * on the name and the count only, so every worker agrees without asking, and a restart with
- * another count finds each topic's file again (they share one data directory).
+ * worker, picked by FNV-1a over the topic's characters (names are ASCII) modulo the number of
+ * workers. It depends on the name and the count only, so every worker agrees without asking, and
+ * a restart with another count finds each topic's file again (they share one data directory).
  */
 
 import { DLQ_SUFFIX } from "./config.ts";
@@ -13,14 +13,13 @@ export function shardTopic(name: string): string {
   return name.endsWith(DLQ_SUFFIX) ? name.slice(0, -DLQ_SUFFIX.length) : name;
 }
 
-const encoder = new TextEncoder();
-
 /** The index (0 … count - 1) of the worker that owns `name`. */
 export function shardOf(name: string, count: number): number {
   if (count <= 1) return 0;
+  const topic = shardTopic(name);
   let h = 0x811c9dc5;
-  for (const b of encoder.encode(shardTopic(name))) {
-    h ^= b;
+  for (let i = 0; i < topic.length; i++) {
+    h ^= topic.charCodeAt(i) & 0xff;
     h = Math.imul(h, 0x01000193);
   }
   return (h >>> 0) % count;

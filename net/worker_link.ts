@@ -42,6 +42,7 @@ type LinkMessage =
   | Called
   | { t: "result"; id: number; value?: unknown; error?: CallError }
   | { t: "abort"; id: number }
+  | { t: "event"; sub: number; data: unknown }
   | {
     t: "answer";
     id: number;
@@ -90,9 +91,15 @@ export class WorkerLink {
     readonly port: MessagePort,
     /** Answers what the other end asks: this worker's handler, for a request it owns. */
     readonly serve: (req: Request) => Promise<Response>,
-    /** Runs a broker verb the other end calls; what it returns must be cloneable. */
-    readonly answer: (verb: string, args: unknown[], signal: AbortSignal) => Promise<unknown> =
-      () => Promise.reject(new Error("this link answers no calls")),
+    /**
+     * Runs a broker verb the other end calls; what it returns must be cloneable. A verb that
+     * subscribes sends its events back with `emit` on this link.
+     */
+    readonly answer: (
+      verb: string,
+      args: unknown[],
+      signal: AbortSignal,
+    ) => Promise<unknown> = () => Promise.reject(new Error("this link answers no calls")),
   ) {
     port.onmessage = (e: MessageEvent<LinkMessage[]>) => {
       for (const m of e.data) this.#received(m);
@@ -142,6 +149,26 @@ export class WorkerLink {
     });
   }
 
+  /** Event handlers of subscriptions this side asked for, by id. */
+  readonly #listeners = new Map<number, (data: unknown) => void>();
+
+  /** A new subscription id, whose events (the other side's `emit`) go to `fn`. */
+  listen(fn: (data: unknown) => void): number {
+    const id = ++this.#next;
+    this.#listeners.set(id, fn);
+    return id;
+  }
+
+  /** Stops hearing subscription `id`. */
+  unlisten(id: number): void {
+    this.#listeners.delete(id);
+  }
+
+  /** Sends `data` to the other side's subscription `sub` (cloned; sent in order). */
+  emit(sub: number, data: unknown): void {
+    this.#post({ t: "event", sub, data });
+  }
+
   close(): void {
     this.port.close();
   }
@@ -176,6 +203,8 @@ export class WorkerLink {
       }
       case "abort":
         return this.#answering.get(m.id)?.abort();
+      case "event":
+        return this.#listeners.get(m.sub)?.(m.data);
       case "ask":
         return void this.#answer(m);
       case "answer":
@@ -200,12 +229,18 @@ export class WorkerLink {
   }
 
   async #answer(m: Asked): Promise<void> {
-    const req = new Request(m.url, {
-      method: m.method,
-      headers: m.headers,
-      body: m.body && m.method !== "GET" && m.method !== "HEAD" ? m.body : undefined,
-    });
-    const res = await this.serve(req); // the handler turns every error into an answer
+    let res: Response;
+    try {
+      const req = new Request(m.url, {
+        method: m.method,
+        headers: m.headers,
+        body: m.body && m.method !== "GET" && m.method !== "HEAD" ? m.body : undefined,
+      });
+      res = await this.serve(req); // the handler turns every error into an answer
+    } catch (e) {
+      // What cannot even be rebuilt here is answered, never left to end the worker.
+      res = new Response(`Cannot hand the request over: ${(e as Error).message}`, { status: 500 });
+    }
     const headers = [...res.headers];
     if (!streamed(res) || !res.body) {
       const read = res.body ? await res.arrayBuffer() : null;

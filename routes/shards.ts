@@ -7,7 +7,7 @@
  * route's `shard.all`. A request that names a topic this worker owns runs here with no copy.
  */
 
-import { type BrokerApi, shardOf } from "../lib/api.ts";
+import { shardOf } from "../lib/api.ts";
 import { MAX_BATCH_BODY_BYTES } from "../lib/config.ts";
 import { readBody } from "./body.ts";
 import { BrokerError } from "../lib/errors.ts";
@@ -18,8 +18,6 @@ import type { Ctx, Route, TopicSource } from "./router.ts";
 export interface Shards {
   self: number;
   count: number;
-  /** This worker's broker with the hot verbs sent to worker `to` (lib/remote_broker.ts). */
-  remote(to: number): BrokerApi;
   /** Asks worker `to` (never `self`) to answer a request; `body` is given away. */
   ask(
     to: number,
@@ -36,6 +34,18 @@ const MAX_FORWARDED_BODY_BYTES = MAX_BATCH_BODY_BYTES;
 /** Headers that describe one connection or one encoding of the body, not the request. */
 const HOP_HEADERS = ["connection", "content-length", "keep-alive", "transfer-encoding", "upgrade"];
 
+/**
+ * The request's URL for another worker, which rebuilds the request from it: 400 when it does not
+ * parse (a Host header like `@` reads as a URL here but cannot be built again).
+ */
+function forwardedUrl(req: Request): string {
+  const url = req.url;
+  if (!URL.canParse(url)) {
+    throw new BrokerError("bad_request", "Cannot read the request URL: check the Host header");
+  }
+  return url;
+}
+
 /** The request's headers for another worker. */
 function forwardedHeaders(req: Request, requestId: string): Headers {
   const h = new Headers(req.headers);
@@ -46,7 +56,7 @@ function forwardedHeaders(req: Request, requestId: string): Headers {
 
 /** A request with the same method, URL and headers and `body` (read already) as its body. */
 function withBody(req: Request, body: Uint8Array): Request {
-  return new Request(req.url, {
+  return new Request(forwardedUrl(req), {
     method: req.method,
     headers: req.headers,
     body: body.length ? body as Uint8Array<ArrayBuffer> : undefined,
@@ -113,19 +123,18 @@ export async function dispatch(
   if (topic !== undefined) {
     const owner = shardOf(topic, shards.count);
     if (owner === shards.self) return local();
-    if (rule.api) {
-      const asked = read.body ? withBody(req, read.body) : req;
-      return route.handler(asked, { ...ctx, broker: shards.remote(owner) });
-    }
+    // The broker routes see sends these verbs to the owner (lib/remote_broker.ts).
+    if (rule.api) return local();
     const headers = forwardedHeaders(req, ctx.requestId);
-    return shards.ask(owner, req.method, req.url, headers, await body());
+    return shards.ask(owner, req.method, forwardedUrl(req), headers, await body());
   }
-  const headers = forwardedHeaders(req, ctx.requestId);
   if (!rule.all) return local();
+  const headers = forwardedHeaders(req, ctx.requestId);
+  const url = forwardedUrl(req);
   const bytes = await body();
   const others: Promise<Response>[] = [];
   for (let i = 0; i < shards.count; i++) {
-    if (i !== shards.self) others.push(shards.ask(i, req.method, req.url, headers, bytes.slice()));
+    if (i !== shards.self) others.push(shards.ask(i, req.method, url, headers, bytes.slice()));
   }
   // A refusal here (the id is another worker's) is one answer among the others.
   const mine = await Promise.resolve().then(local).catch((e: unknown) => {

@@ -148,3 +148,76 @@ Deno.test("workers: a long poll on any topic is answered by a later publish; tou
     assertEquals((await stop(b, "SIGTERM")).code, 0);
   });
 });
+
+/** The next JSON frame a socket receives. */
+function nextFrame(ws: WebSocket): Promise<Record<string, unknown>> {
+  return new Promise((resolve) => {
+    ws.addEventListener("message", (e) => resolve(JSON.parse(e.data)), { once: true });
+  });
+}
+
+Deno.test("workers: one socket spies on a pattern over both workers and consumes a topic of either", async () => {
+  await withDataDir(async (dir) => {
+    const b = await start(dir, WORKERS);
+    const ws = new WebSocket(`${b.url.replace("http", "ws")}/ws`);
+    await new Promise((r) => ws.addEventListener("open", r, { once: true }));
+    const names = topics(6);
+    ws.send(JSON.stringify({ type: "subscribe", topic: "*" }));
+    assertEquals((await nextFrame(ws)).type, "subscribed");
+    for (const t of names) {
+      const heard = nextFrame(ws);
+      await (await post(`${b.url}/publish/${t}`, `spied ${t}`)).body?.cancel();
+      const f = await heard as { topic: string; message: { payload_text: string } };
+      assertEquals(f.message.payload_text, `spied ${t}`, "the spy hears every worker's topics");
+    }
+    ws.send(JSON.stringify({ type: "unsubscribe", topic: "*" }));
+    assertEquals((await nextFrame(ws)).type, "unsubscribed");
+    for (const t of names) {
+      ws.send(JSON.stringify({ type: "subscribe", topic: t, group: "g", prefetch: 1 }));
+      assertEquals((await nextFrame(ws)).type, "subscribed");
+      const delivered = nextFrame(ws);
+      await (await post(`${b.url}/publish/${t}`, `pushed ${t}`)).body?.cancel();
+      const f = await delivered as { message: { id: string; payload_text: string } };
+      assertEquals(f.message.payload_text, `pushed ${t}`);
+      ws.send(JSON.stringify({ type: "ack", topic: t, id: f.message.id }));
+      ws.send(JSON.stringify({ type: "unsubscribe", topic: t }));
+      assertEquals((await nextFrame(ws)).type, "unsubscribed", "the ack was taken, no error");
+    }
+    const queues = await (await fetch(`${b.url}/api/queues`)).json() as { groups: string[] }[];
+    assert(queues.every((q) => q.groups.includes("g")));
+    ws.close();
+    assertEquals((await stop(b, "SIGTERM")).code, 0);
+  });
+});
+
+/** Sends `request` on a raw socket and reads the status line of the answer. */
+async function rawStatus(port: number, request: string): Promise<string> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  await conn.write(new TextEncoder().encode(request));
+  const buf = new Uint8Array(4096);
+  const n = await conn.read(buf) ?? 0;
+  conn.close();
+  return new TextDecoder().decode(buf.subarray(0, n)).split("\r\n")[0]!;
+}
+
+Deno.test("workers: a Host header that makes no URL is a 400, not the end of a worker", async () => {
+  await withDataDir(async (dir) => {
+    const b = await start(dir, WORKERS);
+    const body = JSON.stringify({ name: "t1" });
+    for (const host of ["@", "[", "x:99999"]) {
+      assertEquals(
+        await rawStatus(
+          b.port,
+          `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+        ),
+        "HTTP/1.1 400 Bad Request",
+      );
+      const post =
+        `POST /api/topics HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`;
+      assertEquals(await rawStatus(b.port, post), "HTTP/1.1 400 Bad Request");
+    }
+    assertEquals((await fetch(`${b.url}/healthz`)).status, 200, "both workers still serve");
+    assertEquals((await stop(b, "SIGTERM")).code, 0);
+  });
+});

@@ -46,6 +46,7 @@ async function startNode(
     BROKER_CLUSTER_ETCD: etcd.endpoint,
     BROKER_CLUSTER_NAME: name,
     BROKER_ELECTION_TTL: "2s",
+    BROKER_WORKERS: "1", // a cluster node runs one worker (docs/architecture.md, "Workers")
     ...env,
   });
 }
