@@ -97,7 +97,7 @@ export type {
   Requeued,
 } from "./broker.ts";
 export type { PushHandle, PushSink } from "./push/consumer.ts";
-export type { FeedEvent } from "./feed.ts";
+export type { FeedEvent, Unsubscribe } from "./feed.ts";
 export type { GroupFigures, TopicFigures } from "./stats.ts";
 export type { TopicCounters } from "./topic.ts";
 export type { RatePoint } from "./rates.ts";

@@ -57,6 +57,12 @@ export type FeedEvent =
   /** The last event: the broker is draining or closing; nothing more will come. */
   | { kind: "closed" };
 
+/**
+ * Ends a subscription. Across workers (lib/remote_broker.ts) it also says, in `ready`, when every
+ * worker's feed listens; a subscription here listens at once.
+ */
+export type Unsubscribe = (() => void) & { ready?: Promise<unknown> };
+
 /** A subscriber's handler; a returned promise holds its next events until it settles. */
 export type Listener = (event: FeedEvent) => void | Promise<void>;
 
@@ -171,7 +177,7 @@ export class Feed {
    * `afterSeq` (a topic name only), the listener first hears what the ring holds after it, or a
    * `gap` event.
    */
-  subscribe(pattern: string, fn: Listener, opts: SubscribeOptions = {}): () => void {
+  subscribe(pattern: string, fn: Listener, opts: SubscribeOptions = {}): Unsubscribe {
     checkPattern(pattern);
     const prefix = pattern.endsWith("*");
     if (prefix && opts.afterSeq !== undefined) {

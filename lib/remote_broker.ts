@@ -14,7 +14,7 @@ import { BrokerError, type ErrorCode } from "./errors.ts";
 import { type MessageFields, StoredMessage } from "./message.ts";
 import type { BatchItem } from "./publish_batch.ts";
 import type { PublishOptions } from "./publish.ts";
-import type { Feed, FeedEvent, Listener, SubscribeOptions } from "./feed.ts";
+import type { Feed, FeedEvent, Listener, SubscribeOptions, Unsubscribe } from "./feed.ts";
 import type { PushHandle, PushSink } from "./push/consumer.ts";
 import { type Shard, shardOf } from "./shard.ts";
 
@@ -263,23 +263,26 @@ export function fanInFeed(
   peers: (PeerCalls | null)[],
 ): Pick<Feed, "subscribe"> {
   return {
-    subscribe(pattern: string, fn: Listener, opts?: SubscribeOptions): () => void {
+    subscribe(pattern: string, fn: Listener, opts?: SubscribeOptions): Unsubscribe {
       const everywhere = pattern.endsWith("*");
       const owner = everywhere ? -1 : shardOf(pattern, shard.count);
       const offs: (() => void)[] = [];
+      const listening: Promise<unknown>[] = [];
       if (everywhere || owner === shard.index) offs.push(local.subscribe(pattern, fn, opts));
       peers.forEach((peer, i) => {
         if (!peer || (!everywhere && i !== owner)) return;
         const sub = peer.listen((data) => void fn(rebuiltEvent(data as PortableEvent)));
-        peer.call("feedSubscribe", [sub, pattern]).catch(() => {});
+        listening.push(peer.call("feedSubscribe", [sub, pattern]).catch(() => {}));
         offs.push(() => {
           peer.unlisten(sub);
           peer.call("feedUnsubscribe", [sub]).catch(() => {});
         });
       });
-      return () => {
+      // Whoever confirms the subscription to a client waits for `ready`: until then another
+      // worker's message could pass before its feed listens.
+      return Object.assign(() => {
         for (const off of offs) off();
-      };
+      }, { ready: Promise.all(listening) });
     },
   };
 }

@@ -13,6 +13,7 @@ import {
   type Handed,
   type PushHandle,
   type PushSink,
+  type Unsubscribe,
 } from "../lib/api.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
@@ -110,7 +111,7 @@ const SPY_FRAMES = new WeakMap<FeedEvent, Map<string, string>>();
 
 /** A spy subscription: the function that unsubscribes it from the feed. */
 interface Spy {
-  off: () => void;
+  off: Unsubscribe;
 }
 
 /** One socket: its subscriptions by pattern or topic, and what it sends. */
@@ -191,7 +192,7 @@ class Session {
       switch (f.type) {
         case "subscribe":
           return f.group === undefined && f.prefetch === undefined
-            ? this.#spy(f.topic)
+            ? await this.#spy(f.topic)
             : this.#consume(f.topic, f.group ?? "", f.prefetch ?? DEFAULT_PREFETCH);
         case "unsubscribe":
           return this.#unsubscribe(f.topic);
@@ -211,12 +212,15 @@ class Session {
     }
   }
 
-  #spy(pattern: string): void {
-    if (!this.#spies.has(pattern)) {
-      const spy: Spy = { off: () => {} };
-      spy.off = this.broker.feed.subscribe(pattern, (e) => this.#heard(pattern, spy, e));
-      this.#spies.set(pattern, spy);
+  async #spy(pattern: string): Promise<void> {
+    let spy = this.#spies.get(pattern);
+    if (!spy) {
+      const s: Spy = { off: () => {} };
+      s.off = this.broker.feed.subscribe(pattern, (e) => this.#heard(pattern, s, e));
+      this.#spies.set(pattern, spy = s);
     }
+    // Confirmed once every worker's feed listens (at once with one worker).
+    await spy.off.ready;
     this.send({ type: "subscribed", topic: pattern });
   }
 
