@@ -152,8 +152,8 @@ function rebuiltEvent(p: PortableEvent): FeedEvent {
 /** What the owner sends a push consumer's other side. */
 type PushEvent = { h: PortableHanded; ephemeral: boolean } | { closed: true };
 
-/** The verbs another worker may call here, beside the subscriptions. */
-const VERBS = new Set([
+/** The verbs that go to the worker owning their first argument, a topic. */
+const ROUTED = [
   "publish",
   "publishBatch",
   "broadcast",
@@ -161,7 +161,11 @@ const VERBS = new Set([
   "ack",
   "requeue",
   "touch",
-]);
+  "pushConsumer",
+] as const;
+
+/** The verbs another worker may call here as they are (a push consumer is a subscription). */
+const VERBS = new Set<string>(ROUTED.filter((v) => v !== "pushConsumer"));
 
 /**
  * Answers what one other worker calls on this worker's broker: the hot verbs, and its push
@@ -286,18 +290,6 @@ export function fanInFeed(
     },
   };
 }
-
-/** The verbs that go to the worker owning their first argument, a topic. */
-const ROUTED = [
-  "publish",
-  "publishBatch",
-  "broadcast",
-  "consume",
-  "ack",
-  "requeue",
-  "touch",
-  "pushConsumer",
-] as const;
 
 /**
  * This worker's broker as routes see it when there are several: a verb for a topic another
