@@ -117,7 +117,17 @@ export class WorkerLink {
     const out = this.#outbox, transfer = this.#transfer;
     this.#outbox = [];
     this.#transfer = [];
-    this.port.postMessage(out, transfer);
+    try {
+      this.port.postMessage(out, transfer);
+    } catch (e) {
+      // One message that cannot cross must not take the others with it: send each alone, copied.
+      console.error(`worker link: a batch could not be sent (${(e as Error).message})`);
+      for (const m of out) {
+        try {
+          this.port.postMessage([m]);
+        } catch { /* that one is lost; its asker waits */ }
+      }
+    }
   }
 
   /**
@@ -263,7 +273,9 @@ export class WorkerLink {
       while (true) {
         const { done, value } = await reader.read();
         if (done) break;
-        const data = ownBuffer(value);
+        // A copy: a stream may enqueue bytes it sends again (a cached event, a ping), which a
+        // transfer would leave detached for the next reader.
+        const data = value.slice().buffer as ArrayBuffer;
         this.#post({ t: "chunk", id: m.id, data }, data);
       }
     } catch { /* cancelled: the asker's client left */ }

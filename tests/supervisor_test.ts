@@ -221,3 +221,37 @@ Deno.test("workers: a Host header that makes no URL is a 400, not the end of a w
     assertEquals((await stop(b, "SIGTERM")).code, 0);
   });
 });
+
+/** Opens an event stream (its answer's head is in); `until(text)` reads on to `text`, then ends it. */
+async function openStream(url: string): Promise<{ until(want: string): Promise<void> }> {
+  const res = await fetch(url, { signal: AbortSignal.timeout(5_000) });
+  const reader = res.body!.getReader();
+  return {
+    async until(want: string) {
+      let seen = "";
+      try {
+        while (!seen.includes(want)) {
+          const { value, done } = await reader.read();
+          assert(!done, `the stream ended before "${want}"`);
+          seen += new TextDecoder().decode(value);
+        }
+      } finally {
+        await reader.cancel().catch(() => {});
+      }
+    },
+  };
+}
+
+Deno.test("workers: a second stream resumes with the events a first one already carried across", async () => {
+  await withDataDir(async (dir) => {
+    const b = await start(dir, WORKERS);
+    for (const t of topics(6)) {
+      const first = await openStream(`${b.url}/stream/${t}`);
+      await (await post(`${b.url}/publish/${t}`, `once ${t}`)).body?.cancel();
+      await first.until(`once ${t}`);
+      // The event's bytes are built once and kept for every reader of the topic.
+      await (await openStream(`${b.url}/stream/${t}?last_event_id=0`)).until(`once ${t}`);
+    }
+    assertEquals((await stop(b, "SIGTERM")).code, 0);
+  });
+});
