@@ -100,6 +100,7 @@ async function init(m: Extract<ToWorker, { t: "init" }>): Promise<void> {
     durationMs: r.duration_ms,
   });
 }
+
 function listen(port: number): void {
   server = serve(config!, rt!, log, {
     handler: handler!,
