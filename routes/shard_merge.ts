@@ -5,13 +5,26 @@
  * cluster role, process metrics) taken once. A worker's error answer is the answer.
  */
 
-import type { RatePointJson, RatesJson, StatsJson } from "../protocol/wire.ts";
+import type { RatesJson, StatsJson } from "../protocol/wire.ts";
 
 type Merge = (answers: Response[]) => Promise<Response>;
 
 /** The first answer that is not a success, if any. */
 function failed(answers: Response[]): Response | undefined {
   return answers.find((r) => r.status >= 300);
+}
+
+/**
+ * Merges JSON answers: the first failure is the answer; else `merge` makes one body of every
+ * worker's, sent with the first answer's status and headers.
+ */
+function jsonMerge<T>(merge: (all: T[]) => unknown): Merge {
+  return async (answers) => {
+    const bad = failed(answers);
+    if (bad) return bad;
+    const all = await Promise.all(answers.map((r) => r.json() as Promise<T>));
+    return jsonLike(answers[0]!, merge(all));
+  };
 }
 
 /** A JSON answer with the first answer's status and headers, and `body`. */
@@ -23,14 +36,10 @@ function jsonLike(first: Response, body: unknown): Response {
 
 /** Every worker's JSON array, joined and sorted by `key`. */
 export function joinedList(key: string): Merge {
-  return async (answers) => {
-    const bad = failed(answers);
-    if (bad) return bad;
-    const items = (await Promise.all(answers.map((r) => r.json() as Promise<unknown[]>))).flat();
-    const by = (v: unknown) => String((v as Record<string, unknown>)[key]);
-    items.sort((a, b) => by(a) < by(b) ? -1 : by(a) > by(b) ? 1 : 0);
-    return jsonLike(answers[0]!, items);
-  };
+  const by = (v: unknown) => String((v as Record<string, unknown>)[key]);
+  return jsonMerge<unknown[]>((all) =>
+    all.flat().sort((a, b) => by(a) < by(b) ? -1 : by(a) > by(b) ? 1 : 0)
+  );
 }
 
 /** The first answer that found what was asked (an id only one worker knows), else the first. */
@@ -42,48 +51,46 @@ export const firstFound: Merge = (answers) => {
 export const worst: Merge = (answers) => Promise.resolve(failed(answers) ?? answers[0]!);
 
 /** GET /api/stats: totals and held bytes added, every worker's topics together. */
-export const mergedStats: Merge = async (answers) => {
-  const bad = failed(answers);
-  if (bad) return bad;
-  const all = await Promise.all(answers.map((r) => r.json() as Promise<StatsJson>));
+export const mergedStats = jsonMerge<StatsJson>((all) => {
   const out = all[0]!;
   for (const s of all.slice(1)) {
-    for (const k of Object.keys(out.totals) as (keyof StatsJson["totals"])[]) {
-      out.totals[k] += s.totals[k];
-    }
+    addCounts(out.totals, s.totals);
     out.memory.held_bytes += s.memory.held_bytes;
     out.memory.drain_bytes_per_second += s.memory.drain_bytes_per_second;
     Object.assign(out.topics, s.topics);
   }
-  return jsonLike(answers[0]!, out);
-};
+  return out;
+});
 
-/** Adds `b`'s counts into `a`. */
-function addPoint(a: RatePointJson, b: RatePointJson): void {
-  a.published += b.published;
-  a.delivered += b.delivered;
-  a.acked += b.acked;
-  a.requeued += b.requeued;
-  a.dead_lettered += b.dead_lettered;
-  a.expired += b.expired;
+/** The message counters that totals and rate samples both carry. */
+type Counts = StatsJson["totals"];
+const COUNTS: (keyof Counts)[] = [
+  "published",
+  "delivered",
+  "acked",
+  "requeued",
+  "dead_lettered",
+  "expired",
+];
+
+/** Adds `b`'s counters into `a`. */
+function addCounts(a: Counts, b: Counts): void {
+  for (const k of COUNTS) a[k] += b[k];
 }
 
 /**
  * GET /api/rates without `?queue=`: the totals added sample by sample, newest aligned with
  * newest (workers sample on their own clocks, the same interval), and every worker's topics.
  */
-export const mergedRates: Merge = async (answers) => {
-  const bad = failed(answers);
-  if (bad) return bad;
-  const all = await Promise.all(answers.map((r) => r.json() as Promise<RatesJson>));
+export const mergedRates = jsonMerge<RatesJson>((all) => {
   const out = all[0]!;
   for (const r of all.slice(1)) {
     const n = Math.min(out.totals.length, r.totals.length);
-    for (let i = 1; i <= n; i++) addPoint(out.totals.at(-i)!, r.totals.at(-i)!);
+    for (let i = 1; i <= n; i++) addCounts(out.totals.at(-i)!, r.totals.at(-i)!);
     if (r.topics) out.topics = Object.assign(out.topics ?? {}, r.topics);
   }
-  return jsonLike(answers[0]!, out);
-};
+  return out;
+});
 
 /** Metrics whose value is the process's or the broker's, the same in every worker: taken once. */
 const ONCE =
