@@ -16,10 +16,9 @@ import {
   type Listener,
   ListenError,
   serve,
+  SHUTDOWN_GRACE_MS,
+  stopServing,
 } from "./serve.ts";
-
-/** How long SIGTERM waits for in-flight requests before closing anyway. */
-const SHUTDOWN_GRACE_MS = 10_000;
 
 /** One line on stderr, then the exit code: 1 when the process cannot run, 2 for a bad setting. */
 function fail(code: 1 | 2, line: string): never {
@@ -95,14 +94,9 @@ export async function run(config: Config, rt: runtime.Runtime, log: Logger): Pro
     const t0 = performance.now();
     log.info("shutting down", { signal });
     const resigned = member?.close(); // the others elect a new leader at once
-    const drained = broker.drain(); // answers parked consumers, refuses new work, flushes
-    const grace = new Promise<string>((res) => setTimeout(() => res("timeout"), SHUTDOWN_GRACE_MS));
-    const outcome = await Promise.race([server.shutdown().then(() => "ok"), grace]);
-    await drained;
-    await resigned;
-    await broker.close();
+    const finished = await stopServing(broker, server, SHUTDOWN_GRACE_MS, resigned);
     const duration_ms = Math.round(performance.now() - t0);
-    log.info("stopped", { signal, in_flight_finished: outcome === "ok", duration_ms });
+    log.info("stopped", { signal, in_flight_finished: finished, duration_ms });
     Deno.exit(0);
   };
   // Bound before "listening" is logged: a signal sent as soon as it is seen must not find the

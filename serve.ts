@@ -10,6 +10,8 @@ import type { Config } from "./lib/config.ts";
 import type { Logger } from "./lib/log.ts";
 import { type BrokerHandler, createHandler } from "./routes/app.ts";
 import type { Shards } from "./routes/shards.ts";
+import type { Broker } from "./lib/broker.ts";
+import type { RecoveryReport } from "./lib/storage/recovery.ts";
 import type { BrokerApi, MetricsSource } from "./lib/api.ts";
 import { appOptions, authEnabled, type Runtime } from "./runtime.ts";
 
@@ -55,19 +57,54 @@ export function serve(config: Config, rt: Runtime, log: Logger, shard?: ShardSer
   }
   const onListen = ({ hostname, port }: Deno.NetAddr) => {
     if (broker.cluster && !config.advertiseUrl) broker.cluster.url = `http://${hostname}:${port}`;
-    log.info("listening", {
-      address: hostname,
-      port,
-      data_dir: config.dataDir,
-      fsync: config.fsync,
-      topics: broker.recovery.topics,
-      messages: broker.recovery.messages,
-      recovery_ms: broker.recovery.duration_ms,
-      auth: authEnabled(config),
-    });
+    log.info("listening", listeningFields(config, hostname, port, broker.recovery));
   };
   const addr = { hostname: config.host, port: config.port };
   return listen(addr, brokerHandler(config, rt, log), log, onListen);
+}
+
+/** How long a shutdown waits for in-flight requests before closing anyway. */
+export const SHUTDOWN_GRACE_MS = 10_000;
+
+/**
+ * The end of serving (SIGTERM, or a worker told to stop): the broker drains (parked consumers
+ * answered, new work refused), in-flight requests get up to `graceMs`, then, once `also` (a
+ * cluster member resigning) has settled, the broker closes. True when every request finished.
+ */
+export async function stopServing(
+  broker: Pick<Broker, "drain" | "close">,
+  server: Listener | undefined,
+  graceMs = SHUTDOWN_GRACE_MS,
+  also?: Promise<unknown>,
+): Promise<boolean> {
+  const drained = broker.drain();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const grace = new Promise<string>((res) => timer = setTimeout(() => res("timeout"), graceMs));
+  const outcome = server ? await Promise.race([server.shutdown().then(() => "ok"), grace]) : "ok";
+  clearTimeout(timer);
+  await drained;
+  await also;
+  await broker.close();
+  return outcome === "ok";
+}
+
+/** The fields of the "listening" line, with one worker or several. */
+export function listeningFields(
+  config: Config,
+  hostname: string,
+  port: number,
+  recovery: Pick<RecoveryReport, "topics" | "messages" | "duration_ms">,
+): Record<string, unknown> {
+  return {
+    address: hostname,
+    port,
+    data_dir: config.dataDir,
+    fsync: config.fsync,
+    topics: recovery.topics,
+    messages: recovery.messages,
+    recovery_ms: recovery.duration_ms,
+    auth: authEnabled(config),
+  };
 }
 
 /** First and longest wait between attempts to listen again after the accept loop failed. */

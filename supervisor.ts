@@ -12,11 +12,9 @@ import type { Logger } from "./lib/log.ts";
 import { loadNodeId } from "./lib/node_id.ts";
 import { SharedFigures } from "./lib/shard.ts";
 import { DataDirLock } from "./lib/storage/data_dir_lock.ts";
-import { authEnabled, readKeys } from "./runtime.ts";
+import { readKeys } from "./runtime.ts";
+import { listeningFields, SHUTDOWN_GRACE_MS } from "./serve.ts";
 import type { FromWorker, ToWorker } from "./worker.ts";
-
-/** How long SIGTERM waits for in-flight requests before closing anyway (as main.ts). */
-const SHUTDOWN_GRACE_MS = 10_000;
 
 /** One line on stderr and exit 1: the broker cannot run. */
 function fail(line: string): never {
@@ -143,15 +141,8 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
   });
 
   log.info("listening", {
-    address: config.host,
-    port,
-    data_dir: config.dataDir,
-    fsync: config.fsync,
+    ...listeningFields(config, config.host, port, recovery),
     workers: count,
-    topics: recovery.topics,
-    messages: recovery.messages,
-    recovery_ms: recovery.duration_ms,
-    auth: authEnabled(config),
   });
   return await new Promise<never>(() => {}); // the signal handlers end the process
 }

@@ -16,7 +16,7 @@ import { WorkerLink } from "./net/worker_link.ts";
 import type { Shards } from "./routes/shards.ts";
 import { openRuntime, type Runtime } from "./runtime.ts";
 import type { ApiKey } from "./lib/auth.ts";
-import { brokerHandler, type Listener, serve } from "./serve.ts";
+import { brokerHandler, type Listener, serve, stopServing } from "./serve.ts";
 import type { BrokerHandler } from "./routes/app.ts";
 
 /** What the supervisor sends a worker. */
@@ -110,11 +110,5 @@ function listen(port: number): void {
 }
 
 async function shutdown(graceMs: number): Promise<void> {
-  const broker = rt!.broker;
-  const drained = broker.drain(); // answers parked consumers, refuses new work, flushes
-  const grace = new Promise<string>((res) => setTimeout(() => res("timeout"), graceMs));
-  const outcome = server ? await Promise.race([server.shutdown().then(() => "ok"), grace]) : "ok";
-  await drained;
-  await broker.close();
-  tell({ t: "stopped", inFlightFinished: outcome === "ok" });
+  tell({ t: "stopped", inFlightFinished: await stopServing(rt!.broker, server, graceMs) });
 }
