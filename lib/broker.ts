@@ -203,7 +203,7 @@ export class Broker implements BrokerContext {
           openWal: (name, size, replayed) => b.#topics.openWal(name, { size, replayed }),
           owns: (name) => owns(opts.shard?.shard, name),
         });
-        for (const t of topics) b.#topics.add(t);
+        b.#topics.add(topics);
         // A cluster node pushes only while it leads (cluster/leadership.ts starts them then).
         if (!b.cluster) { for (const t of topics) b.pushers?.sync(t); }
         b.recovery = report;

@@ -54,11 +54,13 @@ export class Registry {
     return this.#topics.values();
   }
 
-  /** Adds a topic replayed at start-up. */
-  add(topic: Topic): void {
-    topic.wake = this.wake;
-    this.#topics.set(topic.name, topic);
-    this.#publishCount();
+  /** Adds topics replayed at start-up. */
+  add(topics: Iterable<Topic>): void {
+    for (const topic of topics) {
+      topic.wake = this.wake;
+      this.#topics.set(topic.name, topic);
+    }
+    this.#publishCount(); // once: counting walks every topic
   }
 
   /** The topics here that count toward BROKER_MAX_TOPICS. */
