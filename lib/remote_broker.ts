@@ -241,11 +241,15 @@ function remotePush(peer: PeerCalls, name: string, group: string, sink: PushSink
     } else sink.send(rebuilt(e.h), e.ephemeral); // a socket behind drops the consumer itself
   });
   const op = (...args: unknown[]) => void peer.call("push", [sub, ...args]).catch(() => {});
-  peer.call("pushConsumer", [sub, name, group, sink.limit]).catch(() => {
-    peer.unlisten(sub);
-    sink.closed(); // refused there (the broker drains): as if the topic went away
-  });
+  const ready = peer.call("pushConsumer", [sub, name, group, sink.limit]).then(
+    () => {},
+    (e) => {
+      peer.unlisten(sub);
+      thrownAgain(e); // refused there as it would be here
+    },
+  );
   return {
+    ready,
     start: () => op("start"),
     serve: () => op("serve"),
     settle: (id: string) => op("settle", id),

@@ -193,7 +193,7 @@ class Session {
         case "subscribe":
           return f.group === undefined && f.prefetch === undefined
             ? await this.#spy(f.topic)
-            : this.#consume(f.topic, f.group ?? "", f.prefetch ?? DEFAULT_PREFETCH);
+            : await this.#consume(f.topic, f.group ?? "", f.prefetch ?? DEFAULT_PREFETCH);
         case "unsubscribe":
           return this.#unsubscribe(f.topic);
         case "ack":
@@ -249,7 +249,7 @@ class Session {
     }
   }
 
-  #consume(topic: string, group: string, prefetch: number): void {
+  async #consume(topic: string, group: string, prefetch: number): Promise<void> {
     if (topic.includes("*")) {
       throw new BrokerError(
         "invalid_parameter",
@@ -269,6 +269,13 @@ class Session {
     }
     const c = new Consuming(this, topic, group, prefetch);
     this.#consuming.set(topic, c);
+    try {
+      await c.ready; // another worker's consumer exists there (at once with one worker)
+    } catch (e) {
+      if (this.#consuming.get(topic) === c) this.#consuming.delete(topic);
+      throw e;
+    }
+    if (this.#consuming.get(topic) !== c) return; // unsubscribed meanwhile
     this.send({ type: "subscribed", topic });
     c.start(this.broker.now()); // hands over what is ready now
   }
@@ -361,6 +368,11 @@ class Consuming implements PushSink {
 
   get limit(): number {
     return this.prefetch;
+  }
+
+  /** Once the consumer exists where its topic lives (see PushHandle). */
+  get ready(): Promise<void> | undefined {
+    return this.#consumer.ready;
   }
 
   start(now: number): void {

@@ -149,10 +149,18 @@ Deno.test("workers: a long poll on any topic is answered by a later publish; tou
   });
 });
 
-/** The next JSON frame a socket receives. */
-function nextFrame(ws: WebSocket): Promise<Record<string, unknown>> {
-  return new Promise((resolve) => {
-    ws.addEventListener("message", (e) => resolve(JSON.parse(e.data)), { once: true });
+/** The next JSON frame a socket receives; rejects after 10 s, so a lost frame fails the test. */
+function nextFrame(ws: WebSocket, what = "a frame"): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      ws.removeEventListener("message", heard);
+      reject(new Error(`no frame within 10 s: waited for ${what}`));
+    }, 10_000);
+    const heard = (e: MessageEvent) => {
+      clearTimeout(timer);
+      resolve(JSON.parse(e.data));
+    };
+    ws.addEventListener("message", heard, { once: true });
   });
 }
 
@@ -185,6 +193,29 @@ Deno.test("workers: one socket spies on a pattern over both workers and consumes
     }
     const queues = await (await fetch(`${b.url}/api/queues`)).json() as { groups: string[] }[];
     assert(queues.every((q) => q.groups.includes("g")));
+    ws.close();
+    assertEquals((await stop(b, "SIGTERM")).code, 0);
+  });
+});
+
+Deno.test("workers: a message published right after `subscribed` reaches a new group on the other worker", async () => {
+  await withDataDir(async (dir) => {
+    const b = await start(dir, WORKERS);
+    const ws = new WebSocket(`${b.url.replace("http", "ws")}/ws`);
+    await new Promise((r) => ws.addEventListener("open", r, { once: true }));
+    // A new group starts at the topic's end: confirmed before it exists on the owner, a publish
+    // that lands on the owner first would fall before its start and never be delivered.
+    for (let i = 0; i < 120; i++) {
+      const t = `t${i % 8}`;
+      ws.send(JSON.stringify({ type: "subscribe", topic: t, group: `g${i}`, prefetch: 1 }));
+      assertEquals((await nextFrame(ws, `subscribed ${t}`)).type, "subscribed");
+      const delivered = nextFrame(ws, `the delivery of "first ${i}"`);
+      await (await post(`${b.url}/publish/${t}`, `first ${i}`)).body?.cancel();
+      const f = await delivered as { message: { payload_text: string } };
+      assertEquals(f.message.payload_text, `first ${i}`);
+      ws.send(JSON.stringify({ type: "unsubscribe", topic: t }));
+      assertEquals((await nextFrame(ws, "unsubscribed")).type, "unsubscribed");
+    }
     ws.close();
     assertEquals((await stop(b, "SIGTERM")).code, 0);
   });

@@ -145,5 +145,12 @@ export class SinkConsumer extends PushConsumer {
   }
 }
 
-/** What a transport holds of its push consumer: joining, leaving, settling, serving. */
-export type PushHandle = Pick<SinkConsumer, "start" | "stop" | "settle" | "serve">;
+/**
+ * What a transport holds of its push consumer: joining, leaving, settling, serving; and, for one
+ * on another worker, `ready` once it exists there (its group too: confirm the subscription after
+ * it, or a message published meanwhile falls before the group's start). It rejects with the
+ * refusal a local `pushConsumer` would have thrown.
+ */
+export type PushHandle = Pick<SinkConsumer, "start" | "stop" | "settle" | "serve"> & {
+  ready?: Promise<void>;
+};
