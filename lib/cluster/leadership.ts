@@ -29,7 +29,7 @@ export function followLeadership(
     if (now === leading) return;
     leading = now;
     if (now) {
-      replicator.activate(() => snapshotEntries(host.eachTopic(), host.now()));
+      replicator.activate(() => snapshotEntries(host.eachTopic(), host.now()), state.term);
       for (const t of host.eachTopic()) host.pushers?.sync(t);
     } else {
       replicator.deactivate("this node no longer leads");

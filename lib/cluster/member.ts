@@ -56,7 +56,7 @@ export class ClusterMember {
     this.replicator = new Replicator({
       needed: Math.floor(o.size / 2),
       log,
-      setSync: (peers) => election.setSync([state.id, ...peers]),
+      sync: { setSync: (peers) => election.setSync([state.id, ...peers]) },
     });
   }
 

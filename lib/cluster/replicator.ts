@@ -7,15 +7,17 @@
  * entries shipped so far produced), then the live stream.
  *
  * Which followers count is fixed, as in Patroni's synchronous mode: the leader picks `needed`
- * followers that hold every write acknowledged so far, records them in the election store
- * (`setSync`), and from then on a write is answered when *those* have it. Only they and the
- * leader may be elected next, so a new leader always holds every acknowledged write. While a
- * synchronous follower is replaced, nothing is acknowledged.
+ * followers that hold every write acknowledged so far, records them in the election store, and
+ * from then on a write is answered when *those* have it. Only they and the leader may be elected
+ * next, so a new leader always holds every acknowledged write. While a synchronous follower is
+ * replaced, nothing is acknowledged. The choice is the node's (sync.ts): this replicator reports
+ * its followers and counts the ones it is told (`useStandbys`).
  */
 
 import { BrokerError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { encodeMessage, type Entry } from "./replica_stream.ts";
+import { type Readiness, SyncChooser } from "./sync.ts";
 
 /** A follower's connection, as the transport (routes/replicate.ts) gives it. */
 export interface ReplicaLink {
@@ -55,10 +57,11 @@ export interface ReplicatorOptions {
   needed: number;
   log: Logger;
   /**
-   * Records `peers` as the synchronous followers in the election store (the election's
-   * `setSync`); resolves true once stored. Only they and this node may lead next.
+   * Where the choice of synchronous followers is made: `report` to the node's chooser (one
+   * replicator of several shards), or `setSync` to record them in the election store (the
+   * election's `setSync`, resolving true once stored), this replicator choosing alone.
    */
-  setSync: (peers: string[]) => Promise<boolean>;
+  sync: { report: (r: Readiness) => void } | { setSync: (peers: string[]) => Promise<boolean> };
   clock?: () => number;
 }
 
@@ -74,8 +77,12 @@ export class Replicator {
   #timer: ReturnType<typeof setInterval> | undefined;
   /** The followers whose acks count (each must have an entry), as the election store names them. */
   #standbys = new Set<Session>();
-  /** True while new synchronous followers are being recorded: nothing is acknowledged then. */
-  #switching = false;
+  /** The term this replicator leads, and the chooser's generation it last applied. */
+  #term = 0;
+  #syncGeneration = -1;
+  /** The last readiness reported, so an unchanged one is not sent again. */
+  #reported = "";
+  readonly #report: (r: Readiness) => void;
   /** When each batch was sent (its last index), until every follower has confirmed it. */
   #shipped: { index: number; at: number }[] = [];
   /** The promise the entries of this turn share, and its wait (see ship). */
@@ -89,14 +96,22 @@ export class Replicator {
   #snapshot: () => Entry[] = () => [];
   readonly needed: number;
   readonly log: Logger;
-  readonly #setSync: (peers: string[]) => Promise<boolean>;
   readonly clock: () => number;
 
   constructor(o: ReplicatorOptions) {
     this.needed = o.needed;
     this.log = o.log;
-    this.#setSync = o.setSync;
     this.clock = o.clock ?? (() => performance.now());
+    if ("report" in o.sync) this.#report = o.sync.report;
+    else {
+      const chooser = new SyncChooser({
+        shards: 1,
+        needed: o.needed,
+        setSync: o.sync.setSync,
+        apply: (_, peers, generation, term) => this.useStandbys(peers, generation, term),
+      });
+      this.#report = (r) => chooser.report(0, r);
+    }
   }
 
   /** Whether this node leads: only then are its appends shipped. */
@@ -105,19 +120,34 @@ export class Replicator {
   }
 
   /**
-   * This node now leads: a new stream starts (at index 1, so that a snapshot is acked), and a
-   * follower that connects gets `snapshot()` first.
+   * This node now leads in `term`: a new stream starts (at index 1, so that a snapshot is
+   * acked), and a follower that connects gets `snapshot()` first.
    */
-  activate(snapshot: () => Entry[]): void {
+  activate(snapshot: () => Entry[], term = this.#term + 1): void {
     this.deactivate("a new term began");
     this.#snapshot = snapshot;
     this.#active = true;
+    this.#term = term;
     this.#index = 1;
-    this.#timer = setInterval(() => {
-      this.#expire();
-      this.#choose(); // a recording that failed is tried again
-    }, 250);
-    if (this.needed === 0) this.#setSync([]).catch(() => {});
+    this.#timer = setInterval(() => this.#expire(), 250);
+    this.#reportReadiness();
+  }
+
+  /**
+   * The node's chooser names the followers whose acks count from now on (its `generation`,
+   * for `term`); a follower not attached here does not count, and the next report says so.
+   */
+  useStandbys(peers: readonly string[], generation: number, term: number): void {
+    if (!this.#active || term !== this.#term) return;
+    this.#syncGeneration = generation;
+    const best = new Map<string, Session>();
+    for (const s of this.sessions) {
+      const b = best.get(s.peer);
+      if (peers.includes(s.peer) && (!b || s.acked > b.acked)) best.set(s.peer, s);
+    }
+    this.#standbys = new Set(best.values());
+    this.#settle();
+    this.#reportReadiness();
   }
 
   /** This node stops leading: followers are cut off and waiting writes fail. */
@@ -138,7 +168,8 @@ export class Replicator {
     this.#index = 0;
     this.#acknowledged = 0;
     this.#standbys.clear();
-    this.#switching = false;
+    this.#syncGeneration = -1;
+    this.#reported = "";
   }
 
   /**
@@ -208,6 +239,7 @@ export class Replicator {
     link.send(encodeMessage(this.#index, chunk));
     this.sessions.add(s);
     this.log.info("cluster: follower attached", { peer, index: this.#index });
+    this.#reportReadiness();
     return s;
   }
 
@@ -217,7 +249,8 @@ export class Replicator {
     s.link.close(reason);
     this.log.warn("cluster: follower detached", { peer: s.peer, reason });
     this.#forgetConfirmed();
-    if (this.#standbys.delete(s)) this.#choose();
+    this.#standbys.delete(s);
+    this.#reportReadiness();
   }
 
   /** A follower has everything up to `index` on disk. */
@@ -225,7 +258,7 @@ export class Replicator {
     if (index <= s.acked || index > this.#index) return;
     s.acked = index;
     this.#settle();
-    this.#choose();
+    this.#reportReadiness();
     this.#forgetConfirmed();
   }
 
@@ -240,7 +273,7 @@ export class Replicator {
 
   /** Answers the writes the synchronous followers all have. */
   #settle(): void {
-    if (this.#switching || this.#standbys.size < this.needed) return;
+    if (this.#standbys.size < this.needed) return;
     let quorum = Infinity;
     for (const s of this.#standbys) quorum = Math.min(quorum, s.acked);
     let n = 0;
@@ -250,30 +283,25 @@ export class Replicator {
   }
 
   /**
-   * Fills the synchronous followers up to `needed` with followers that hold every write
-   * acknowledged so far (and their snapshot), and records them before they count.
+   * Tells the node's chooser each follower here and whether it holds every write acknowledged
+   * so far (and its snapshot), when that changed.
    */
-  #choose(): void {
-    if (!this.#active || this.#switching || this.#standbys.size >= this.needed) return;
+  #reportReadiness(): void {
+    if (!this.#active) return;
     const floor = this.#acknowledged;
-    const ready = [...this.sessions].filter((s) =>
-      !this.#standbys.has(s) && s.acked >= s.from && s.acked >= floor
-    );
-    if (this.#standbys.size + ready.length < this.needed) return;
-    const chosen = [...this.#standbys, ...ready.slice(0, this.needed - this.#standbys.size)];
-    this.#switching = true;
-    const generation = this.#generation; // a deactivate() meanwhile ends this attempt
-    this.#setSync(chosen.map((s) => s.peer)).then((stored) => {
-      if (generation !== this.#generation) return;
-      this.#switching = false;
-      if (!this.#active) return;
-      if (stored && chosen.every((s) => this.sessions.has(s))) {
-        this.#standbys = new Set(chosen);
-        this.#settle();
-      }
-    }, () => {
-      if (generation === this.#generation) this.#switching = false;
-    });
+    const ready = new Map<string, boolean>();
+    for (const s of this.sessions) {
+      ready.set(s.peer, ready.get(s.peer) || (s.acked >= s.from && s.acked >= floor));
+    }
+    const r: Readiness = {
+      term: this.#term,
+      generation: this.#syncGeneration,
+      peers: [...ready].sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0),
+    };
+    const key = JSON.stringify(r);
+    if (key === this.#reported) return;
+    this.#reported = key;
+    this.#report(r);
   }
 
   /** The followers whose acks count now. */

@@ -23,7 +23,7 @@ async function leader(size = 3) {
   const replicator = new Replicator({
     needed: Math.floor(size / 2),
     log: quiet,
-    setSync: () => Promise.resolve(true),
+    sync: { setSync: () => Promise.resolve(true) },
   });
   const broker = await Broker.open(config, { clock: () => T0, tick: false, log: quiet });
   const state = new ClusterState("leader", "http://leader", quiet);

@@ -33,9 +33,11 @@ function replicator(needed = 1) {
     needed,
     log: new Logger("error", () => {}),
     clock: () => now,
-    setSync: (peers) => {
-      synced.push(peers);
-      return Promise.resolve(true);
+    sync: {
+      setSync: (peers: string[]) => {
+        synced.push(peers);
+        return Promise.resolve(true);
+      },
     },
   });
   return { r, synced, advance: (ms: number) => now += ms };

@@ -131,7 +131,7 @@ const IMPLEMENTATIONS: Implementation[] = [
       const replicator = new Replicator({
         needed: 1,
         log: new Logger("error", () => {}),
-        setSync: () => Promise.resolve(true),
+        sync: { setSync: () => Promise.resolve(true) },
       });
       replicator.activate(() => []);
       const f = follower(replicator);
