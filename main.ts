@@ -50,9 +50,6 @@ async function startWorkers(config: Config, log: Logger, underDenoServe: boolean
   if (underDenoServe) {
     fail(2, "BROKER_WORKERS: deno serve runs one isolate per --parallel; use deno task start");
   }
-  if (config.clusterEtcd.length > 0) {
-    fail(2, "BROKER_WORKERS: a cluster node runs one worker for now; set BROKER_WORKERS=1");
-  }
   const denied = runtime.permissionProblem(config);
   if (denied) fail(1, denied);
   await runtime.readKeys(config).catch((e: Error): never => {

@@ -13,6 +13,9 @@ import { authHook } from "./routes/auth.ts";
 import { metricsHook } from "./routes/ops.ts";
 import { clusterHook } from "./routes/cluster.ts";
 import { ClusterMember } from "./lib/cluster/member.ts";
+import { ClusterState, epochClock } from "./lib/cluster/state.ts";
+import { Election } from "./lib/cluster/election.ts";
+import { type ChooserOptions, type Readiness, SyncChooser } from "./lib/cluster/sync.ts";
 import { Etcd } from "./net/etcd.ts";
 import { ReplicaClient } from "./net/leader_link.ts";
 import { fetchSender } from "./net/webhook_sender.ts";
@@ -76,7 +79,9 @@ export function permissionProblem(config: Config): string | undefined {
 export async function openRuntime(
   config: Config,
   log: Logger,
-  open: Pick<OpenOptions, "clock" | "shard"> = {},
+  open: Pick<OpenOptions, "clock" | "shard" | "nodeId"> = {},
+  /** A worker's shard reports its followers here (cluster mode with BROKER_WORKERS > 1). */
+  report?: (r: Readiness) => void,
 ): Promise<Runtime> {
   const keys = new KeyRing(await readKeys(config));
   const metrics = new Metrics();
@@ -86,7 +91,9 @@ export async function openRuntime(
     onFsync: metrics.observeFsync,
     send: fetchSender(),
     onWebhookPost: metrics.observeWebhook,
-    joinCluster: config.clusterEtcd.length > 0 ? (b) => joinCluster(config, b, log) : undefined,
+    joinCluster: config.clusterEtcd.length > 0
+      ? (b) => joinCluster(config, b, log, report)
+      : undefined,
   });
   metrics.attach(broker);
   return { broker, metrics, keys };
@@ -96,8 +103,14 @@ export async function openRuntime(
  * A broker's part in its cluster (cluster mode: BROKER_CLUSTER_ETCD set), with the network
  * clients it dials: etcd for the election, the leader link for the stream. It takes part once
  * `start()`ed, after listening; until a leader is elected the node answers 503 `electing`.
+ * A worker of several (`report` given) has no election: its supervisor's (`nodeElection`).
  */
-export function joinCluster(config: Config, broker: Broker, log: Logger): ClusterMember {
+export function joinCluster(
+  config: Config,
+  broker: Broker,
+  log: Logger,
+  report?: (r: Readiness) => void,
+): ClusterMember {
   const adminKey = parseKeyList(config.apiKeys).find((k) => (k.scopes & SCOPE_BITS.admin) !== 0);
   return new ClusterMember({
     nodeId: broker.nodeId,
@@ -106,11 +119,48 @@ export function joinCluster(config: Config, broker: Broker, log: Logger): Cluste
     name: config.clusterName,
     ttlSeconds: config.electionTtlMs / 1000,
     log,
-    coordination: new Etcd(config.clusterEtcd, Math.min(1_000, config.electionTtlMs / 3)),
-    healthy: () => broker.healthy,
+    role: report ? { report } : {
+      coordination: etcdOf(config),
+      healthy: () => broker.healthy,
+    },
     followLeader: (state) => new ReplicaClient(broker, state, log, adminKey?.key),
     describe: { etcd: config.clusterEtcd, name: config.clusterName },
   });
+}
+
+/** The election store of BROKER_CLUSTER_ETCD. */
+function etcdOf(config: Config): Etcd {
+  return new Etcd(config.clusterEtcd, Math.min(1_000, config.electionTtlMs / 3));
+}
+
+/**
+ * The election of a node of several workers, held by its supervisor: one campaign for the node,
+ * on the same clock the workers' mirrors use, with the chooser of synchronous followers over
+ * every worker's shard. `healthy` is false while any worker cannot write its WAL.
+ */
+export function nodeElection(
+  config: Config,
+  nodeId: string,
+  url: string,
+  log: Logger,
+  o: Pick<ChooserOptions, "shards" | "apply"> & { healthy: () => boolean },
+): { state: ClusterState; election: Election; chooser: SyncChooser } {
+  const state = new ClusterState(nodeId, url, log, epochClock);
+  const election = new Election({
+    etcd: etcdOf(config),
+    name: config.clusterName,
+    ttlSeconds: config.electionTtlMs / 1000,
+    state,
+    log,
+    healthy: o.healthy,
+  });
+  const chooser = new SyncChooser({
+    shards: o.shards,
+    needed: Math.floor(config.clusterSize / 2),
+    setSync: (peers) => election.setSync([state.id, ...peers]),
+    apply: o.apply,
+  });
+  return { state, election, chooser };
 }
 
 /** The handler's hooks for this configuration: API keys, metrics, the access log. */

@@ -5,6 +5,9 @@
  * PORT is 0, the others share it), and logs one "listening" line for all. A worker that fails
  * takes the process down (exit 1) so the supervisor above restarts a whole broker, not one with
  * holes. SIGTERM and SIGINT drain every worker and exit 0; SIGHUP reloads every worker's keys.
+ * In a cluster it campaigns for the node (runtime.ts `nodeElection`): each worker mirrors its
+ * state and follows or leads with its own shard, and it names the node's synchronous followers
+ * from every shard's reports.
  */
 
 import type { Config } from "./lib/config.ts";
@@ -12,7 +15,7 @@ import type { Logger } from "./lib/log.ts";
 import { loadNodeId } from "./lib/node_id.ts";
 import { SharedFigures } from "./lib/shard.ts";
 import { DataDirLock } from "./lib/storage/data_dir_lock.ts";
-import { readKeys } from "./runtime.ts";
+import { nodeElection, readKeys } from "./runtime.ts";
 import { listeningFields, SHUTDOWN_GRACE_MS } from "./serve.ts";
 import type { FromWorker, ToWorker } from "./worker.ts";
 
@@ -25,11 +28,13 @@ function fail(line: string): never {
 /** A started worker, and the next message of each kind it sends. */
 class Handle {
   readonly #waiting = new Map<string, (m: FromWorker) => void>();
+  readonly #handlers = new Map<string, (m: FromWorker) => void>();
 
   constructor(readonly index: number, readonly worker: Worker, log: Logger) {
     worker.onmessage = (e: MessageEvent<FromWorker>) => {
       const m = e.data;
       if (m.t === "failed") fail(m.message);
+      this.#handlers.get(m.t)?.(m);
       this.#waiting.get(m.t)?.(m);
       this.#waiting.delete(m.t);
     };
@@ -42,6 +47,11 @@ class Handle {
 
   send(m: ToWorker, transfer: Transferable[] = []): void {
     this.worker.postMessage(m, transfer);
+  }
+
+  /** Calls `fn` with every message of kind `t`. */
+  on<T extends FromWorker["t"]>(t: T, fn: (m: Extract<FromWorker, { t: T }>) => void): void {
+    this.#handlers.set(t, fn as (m: FromWorker) => void);
   }
 
   /** The next message of kind `t`. */
@@ -58,7 +68,7 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
   const lock = config.dataDir === ":memory:"
     ? undefined
     : await DataDirLock.acquire(config.dataDir);
-  await loadNodeId(config.dataDir); // written once, before the workers read it
+  const nodeId = await loadNodeId(config.dataDir); // read once, for every worker
   const figures = SharedFigures.buffer(count);
   const peers: (MessagePort | null)[][] = Array.from({ length: count }, () => []);
   for (let i = 0; i < count; i++) {
@@ -78,7 +88,7 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
   for (const w of workers) {
     const ports = peers[w.index]!;
     w.send(
-      { t: "init", index: w.index, count, config, figures, peers: ports },
+      { t: "init", index: w.index, count, config, nodeId, figures, peers: ports },
       ports.filter((p): p is MessagePort => p !== null),
     );
   }
@@ -101,17 +111,29 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
     return listening;
   });
   await Promise.all(rest);
+  const node = config.clusterEtcd.length > 0
+    ? joinAsNode(
+      config,
+      nodeId,
+      config.advertiseUrl || `http://${config.host}:${port}`,
+      workers,
+      log,
+    )
+    : undefined;
 
   let stopping: Promise<never> | undefined;
   const shutDown = async (signal: string): Promise<never> => {
     const t = performance.now();
     log.info("shutting down", { signal });
+    const resigned = node?.election.close(); // the others elect a new leader at once
     const stopped = workers.map((w) => {
       const s = w.next("stopped");
       w.send({ t: "shutdown", graceMs: SHUTDOWN_GRACE_MS });
       return s;
     });
     const done = await Promise.all(stopped);
+    await resigned;
+    node?.chooser.close();
     await lock?.release();
     log.info("stopped", {
       signal,
@@ -145,4 +167,37 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
     workers: count,
   });
   return await new Promise<never>(() => {}); // the signal handlers end the process
+}
+
+/**
+ * The node's part in its cluster: one election for all workers, whose state every worker
+ * mirrors after each change, and the chooser of synchronous followers over their shards.
+ */
+function joinAsNode(config: Config, nodeId: string, url: string, workers: Handle[], log: Logger) {
+  const unhealthy = new Set<number>();
+  const node = nodeElection(config, nodeId, url, log, {
+    shards: workers.length,
+    healthy: () => unhealthy.size === 0,
+    apply: (i, peers, generation, term) =>
+      workers[i]!.send({ t: "standbys", peers, generation, term }),
+  });
+  for (const w of workers) {
+    w.on("sync", (m) => node.chooser.report(w.index, m.report));
+    w.on("health", (m) => m.healthy ? unhealthy.delete(w.index) : unhealthy.add(w.index));
+  }
+  const mirror = () => {
+    const view = node.state.view();
+    for (const w of workers) w.send({ t: "cluster", view });
+  };
+  node.state.onUpdate(mirror);
+  mirror();
+  log.info("cluster: joining", {
+    node_id: nodeId,
+    url,
+    etcd: config.clusterEtcd,
+    name: config.clusterName,
+    workers: workers.length,
+  });
+  node.election.start();
+  return node;
 }

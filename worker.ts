@@ -16,6 +16,8 @@ import { WorkerLink } from "./net/worker_link.ts";
 import type { Shards } from "./routes/shards.ts";
 import { openRuntime, type Runtime } from "./runtime.ts";
 import type { ApiKey } from "./lib/auth.ts";
+import type { StateView } from "./lib/cluster/state.ts";
+import type { Readiness } from "./lib/cluster/sync.ts";
 import { brokerHandler, type Listener, serve, stopServing } from "./serve.ts";
 import type { BrokerHandler } from "./routes/app.ts";
 
@@ -26,11 +28,17 @@ export type ToWorker =
     index: number;
     count: number;
     config: Config;
+    /** The node's id, read once by the supervisor. */
+    nodeId: string;
     figures: SharedArrayBuffer;
     /** A port to each other worker, by index (null at this worker's own). */
     peers: (MessagePort | null)[];
   }
   | { t: "listen"; port: number }
+  /** Cluster mode: the node's state, after each change (ClusterState.mirror). */
+  | { t: "cluster"; view: StateView }
+  /** Cluster mode: the followers this shard's writes wait for (Replicator.useStandbys). */
+  | { t: "standbys"; peers: string[]; generation: number; term: number }
   /** The API keys the supervisor read again (SIGHUP). */
   | { t: "keys"; keys: ApiKey[] }
   | { t: "shutdown"; graceMs: number };
@@ -41,7 +49,11 @@ export type FromWorker =
   | { t: "listening"; port: number }
   | { t: "failed"; message: string }
   | { t: "stopped"; inFlightFinished: boolean }
-  | { t: "keys-replaced" };
+  | { t: "keys-replaced" }
+  /** Cluster mode: this shard's followers, for the node's chooser. */
+  | { t: "sync"; report: Readiness }
+  /** Cluster mode: whether this worker can write its WAL (the node campaigns only if all can). */
+  | { t: "health"; healthy: boolean };
 
 function tell(m: FromWorker): void {
   self.postMessage(m);
@@ -58,7 +70,10 @@ self.onmessage = async (e: MessageEvent<ToWorker>) => {
   try {
     if (m.t === "init") await init(m);
     else if (m.t === "listen") listen(m.port);
-    else if (m.t === "keys") {
+    else if (m.t === "cluster") rt!.broker.cluster!.mirror(m.view);
+    else if (m.t === "standbys") {
+      rt!.broker.replicator!.useStandbys(m.peers, m.generation, m.term);
+    } else if (m.t === "keys") {
       rt!.keys.replace(m.keys);
       tell({ t: "keys-replaced" });
     } else if (m.t === "shutdown") await shutdown(m.graceMs);
@@ -71,9 +86,14 @@ async function init(m: Extract<ToWorker, { t: "init" }>): Promise<void> {
   config = m.config;
   log = new Logger(config.logLevel);
   const shard = { index: m.index, count: m.count };
-  rt = await openRuntime(config, log, {
-    shard: { shard, figures: new SharedFigures(m.figures, shard) },
-  });
+  const clustered = config.clusterEtcd.length > 0;
+  rt = await openRuntime(
+    config,
+    log,
+    { shard: { shard, figures: new SharedFigures(m.figures, shard) }, nodeId: m.nodeId },
+    clustered ? (report) => tell({ t: "sync", report }) : undefined,
+  );
+  if (clustered) watchHealth(rt);
   const broker = rt.broker;
   const links = m.peers.map((port) => {
     if (!port) return null;
@@ -105,10 +125,30 @@ function listen(port: number): void {
   server = serve(config!, rt!, log, {
     handler: handler!,
     port,
-    onListening: (bound) => tell({ t: "listening", port: bound }),
+    onListening: (bound) => {
+      rt!.broker.member?.start(); // follows the leader's stream of this shard
+      tell({ t: "listening", port: bound });
+    },
   });
 }
 
+let healthTimer: ReturnType<typeof setInterval> | undefined;
+
+/** Tells the supervisor when this worker's WALs stop (or start) being writable. */
+function watchHealth(rt: Runtime): void {
+  let was = true;
+  healthTimer = setInterval(() => {
+    const now = rt.broker.healthy;
+    if (now !== was) tell({ t: "health", healthy: was = now });
+  }, HEALTH_CHECK_MS);
+}
+
+/** How often a worker of a cluster node checks its WALs for the node's election. */
+const HEALTH_CHECK_MS = 250;
+
 async function shutdown(graceMs: number): Promise<void> {
-  tell({ t: "stopped", inFlightFinished: await stopServing(rt!.broker, server, graceMs) });
+  clearInterval(healthTimer);
+  const { broker } = rt!;
+  const left = broker.member?.close(); // stops following; the supervisor resigns for the node
+  tell({ t: "stopped", inFlightFinished: await stopServing(broker, server, graceMs, left) });
 }

@@ -12,7 +12,9 @@ import type { Group } from "./delivery/group.ts";
 import type { Feed } from "./feed.ts";
 import type { MemoryBudget } from "./memory/budget.ts";
 import type { PushHandle, PushSink } from "./push/consumer.ts";
-import type { Replicator } from "./cluster/replicator.ts";
+import type { ReplicaLink } from "./cluster/replicator.ts";
+import type { ReplicaHandle } from "./broker.ts";
+import type { Shard } from "./shard.ts";
 import type { ClusterState } from "./cluster/state.ts";
 import type { TopicOptions, TopicView } from "./topic.ts";
 import type { PublishOptions } from "./publish.ts";
@@ -76,8 +78,18 @@ export interface BrokerApi extends Pick<Broker, Verbs> {
   readonly memory: Pick<MemoryBudget, "held" | "budget" | "drainRate">;
   /** This node's role and term in its cluster; undefined when standalone. */
   readonly cluster: Pick<ClusterState, "role" | "term" | "writable" | "route"> | undefined;
-  /** The transport of GET /cluster/replicate: a follower's socket attaches to it. */
-  readonly replicator: Pick<Replicator, "active" | "attach" | "ack" | "detach"> | undefined;
+  /**
+   * GET /cluster/replicate: a follower's socket joins the stream of `shard` (the worker that
+   * owns it answers, wherever the socket landed).
+   */
+  attachReplica(
+    shard: number,
+    node: string,
+    term: number,
+    link: ReplicaLink,
+  ): ReplicaHandle | Promise<ReplicaHandle>;
+  /** Which of the node's workers answers, and how many there are; undefined: one. */
+  readonly shard: Shard | undefined;
 }
 
 /** What /metrics reads of the broker at scrape time: figures and counters, nothing it changes. */
@@ -102,7 +114,8 @@ export type { GroupFigures, TopicFigures } from "./stats.ts";
 export type { TopicCounters } from "./topic.ts";
 export type { RatePoint } from "./rates.ts";
 export type { Webhook } from "./push/webhook_registry.ts";
-export type { ReplicaLink, Session } from "./cluster/replicator.ts";
+export type { ReplicaLink } from "./cluster/replicator.ts";
+export type { ReplicaHandle } from "./broker.ts";
 export type { ClusterState } from "./cluster/state.ts";
 
 export { PRIORITIES } from "./message.ts";
@@ -112,3 +125,4 @@ export { autoKey } from "./idempotency.ts";
 export { allocPayload, copyPayload } from "./memory/slab.ts";
 export { feedDelivery, filterFn } from "./delivery/deliveries.ts";
 export { shardOf } from "./shard.ts";
+export { MAX_BUFFERED_BYTES } from "./cluster/replicator.ts";

@@ -29,7 +29,7 @@ import { recover, type RecoveryReport } from "./storage/recovery.ts";
 import { COMPACT_CHECK_MS, MIN_SWEEP_GAP_MS, Scheduler } from "./delivery/scheduler.ts";
 import type { ClusterState } from "./cluster/state.ts";
 import { Follower } from "./cluster/follower.ts";
-import type { Replicator } from "./cluster/replicator.ts";
+import type { ReplicaLink, Replicator } from "./cluster/replicator.ts";
 import type { ClusterMember } from "./cluster/member.ts";
 import { ReplicatedWal } from "./cluster/replicated_wal.ts";
 import { followLeadership } from "./cluster/leadership.ts";
@@ -54,6 +54,12 @@ import { type MetaRecord, RecordType } from "./storage/record.ts";
 export type { ConsumeOptions, Handed, Leased, Requeued } from "./delivery/deliveries.ts";
 export type { Published, PublishOptions } from "./publish.ts";
 export type { BatchItem } from "./publish_batch.ts";
+
+/** A follower's connection, attached to the stream: its acks, and its end. */
+export interface ReplicaHandle {
+  ack(index: number): void;
+  detach(reason: string): void;
+}
 
 /** A cluster node's view of its peers; the lags and the synchronous set only while it leads. */
 export interface ClusterView {
@@ -90,6 +96,8 @@ export interface OpenOptions {
    * lock for all of them, so a worker takes none.
    */
   shard?: { shard: Shard; figures: SharedFigures };
+  /** The node's id when the supervisor has read it (workers); else read from the data dir. */
+  nodeId?: string;
 }
 
 /** The broker: a registry of topics and the operations on them. */
@@ -123,12 +131,15 @@ export class Broker implements BrokerContext {
   readonly #onDrain = new Set<() => void>();
   /** Stable id of this node, kept in the data dir (a new one per process with `:memory:`). */
   nodeId = "";
+  /** Which of the node's workers this broker is (OpenOptions.shard); undefined: the only one. */
+  readonly shard: Shard | undefined;
   /** What start-up replay found, for the start-up log line. */
   recovery: RecoveryReport = { topics: 0, messages: 0, records: 0, duration_ms: 0, held_bytes: 0 };
 
   private constructor(readonly config: Config, opts: OpenOptions) {
     this.now = opts.clock ?? Date.now;
     this.log = opts.log ?? silentLogger;
+    this.shard = opts.shard?.shard;
     this.startedAt = this.now();
     // Without a file every payload stays in memory: there is nowhere else to read it from.
     const cache = config.dataDir === ":memory:" ? Infinity : config.payloadCacheBytes;
@@ -189,7 +200,7 @@ export class Broker implements BrokerContext {
     try {
       const b = new Broker(config, opts);
       b.#lock = lock;
-      b.nodeId = await loadNodeId(config.dataDir);
+      b.nodeId = opts.nodeId ?? await loadNodeId(config.dataDir);
       const member = opts.joinCluster?.(b);
       if (member) b.attachCluster(member.state, member.replicator);
       b.member = member;
@@ -494,10 +505,6 @@ export class Broker implements BrokerContext {
 
   // ---- cluster -----------------------------------------------------------------------------
 
-  /**
-   * Makes this broker a node of a cluster: it writes only while `state` says it leads, ships
-   * its writes through `replicator` then, and pushes to webhooks only then.
-   */
   /** What this node knows of its cluster, for status pages; undefined outside cluster mode. */
   clusterView(): ClusterView | undefined {
     const state = this.cluster;
@@ -511,6 +518,34 @@ export class Broker implements BrokerContext {
     };
   }
 
+  /**
+   * A follower's connection for this worker's shard (`shard`: GET /cluster/replicate) joins the
+   * stream of `term`: it gets the snapshot, then every entry. Refused (`electing`) unless this
+   * node leads that term.
+   */
+  attachReplica(shard: number, node: string, term: number, link: ReplicaLink): ReplicaHandle {
+    const { cluster, replicator } = this;
+    if (!cluster || !replicator) {
+      throw new BrokerError("not_found", "This node is not part of a cluster");
+    }
+    if (shard !== (this.shard?.index ?? 0)) throw new Error(`shard ${shard} is not this worker's`);
+    if (!cluster.writable || !replicator.active || term !== cluster.term) {
+      throw new BrokerError(
+        "electing",
+        `This node does not lead term ${term} (it is ${cluster.role} in term ${cluster.term})`,
+      );
+    }
+    const session = replicator.attach(node, link);
+    return {
+      ack: (index) => replicator.ack(session, index),
+      detach: (reason) => replicator.detach(session, reason),
+    };
+  }
+
+  /**
+   * Makes this broker a node of a cluster: it writes only while `state` says it leads, ships
+   * its writes through `replicator` then, and pushes to webhooks only then.
+   */
   attachCluster(state: ClusterState, replicator: Replicator): void {
     this.cluster = state;
     this.replicator = replicator;

@@ -8,7 +8,8 @@
  */
 
 import type { BrokerApi, MetricsSource } from "./api.ts";
-import type { Broker } from "./broker.ts";
+import type { Broker, ReplicaHandle } from "./broker.ts";
+import type { ReplicaLink } from "./cluster/replicator.ts";
 import type { ConsumeOptions, Handed } from "./delivery/deliveries.ts";
 import { BrokerError, type ErrorCode } from "./errors.ts";
 import { type MessageFields, StoredMessage } from "./message.ts";
@@ -174,6 +175,7 @@ const VERBS = new Set<string>(ROUTED.filter((v) => v !== "pushConsumer"));
 export class Answerer {
   readonly #pushes = new Map<number, PushHandle>();
   readonly #feeds = new Map<number, () => void>();
+  readonly #replicas = new Map<number, ReplicaHandle>();
 
   constructor(readonly broker: Broker, readonly peer: PeerCalls) {}
 
@@ -210,6 +212,30 @@ export class Answerer {
           c?.stop();
           this.#pushes.delete(sub);
         }
+        return undefined;
+      }
+      case "replicaAttach": {
+        const [sub, node, term] = args as [number, string, number];
+        const handle = broker.attachReplica(broker.shard?.index ?? 0, node, term, {
+          send: (msg) => peer.emit(sub, { msg } satisfies ReplicaEvent),
+          bufferedAmount: 0, // the worker holding the socket watches its backlog
+          close: (reason) => {
+            this.#replicas.delete(sub);
+            peer.emit(sub, { close: reason } satisfies ReplicaEvent);
+          },
+        });
+        this.#replicas.set(sub, handle);
+        return undefined;
+      }
+      case "replicaAck": {
+        const [sub, index] = args as [number, number];
+        this.#replicas.get(sub)?.ack(index);
+        return undefined;
+      }
+      case "replicaDetach": {
+        const [sub, reason] = args as [number, string];
+        this.#replicas.get(sub)?.detach(reason);
+        this.#replicas.delete(sub);
         return undefined;
       }
       case "feedSubscribe": {
@@ -256,6 +282,41 @@ function remotePush(peer: PeerCalls, name: string, group: string, sink: PushSink
     stop: () => {
       op("stop");
       peer.unlisten(sub);
+    },
+  };
+}
+
+/** What a follower's stream relayed from its owner brings: a message, or the end. */
+type ReplicaEvent = { msg: Uint8Array } | { close: string };
+
+/**
+ * A follower's socket attached to another worker's shard: the stream comes back as events to
+ * send on `link`, acks and the end go there as calls. Rejects as the owner refused.
+ */
+async function remoteReplica(
+  peer: PeerCalls,
+  node: string,
+  term: number,
+  link: ReplicaLink,
+): Promise<ReplicaHandle> {
+  const sub = peer.listen((data) => {
+    const e = data as ReplicaEvent;
+    if ("close" in e) {
+      peer.unlisten(sub);
+      link.close(e.close);
+    } else link.send(e.msg);
+  });
+  try {
+    await peer.call("replicaAttach", [sub, node, term]);
+  } catch (e) {
+    peer.unlisten(sub);
+    thrownAgain(e);
+  }
+  return {
+    ack: (index) => void peer.call("replicaAck", [sub, index]).catch(() => {}),
+    detach: (reason) => {
+      peer.unlisten(sub);
+      peer.call("replicaDetach", [sub, reason]).catch(() => {});
     },
   };
 }
@@ -315,6 +376,13 @@ export function shardedBroker(
       return (remote[owner]![verb] as (...a: unknown[]) => unknown)(name, ...rest);
     });
   }
+  overrides.set(
+    "attachReplica",
+    (index: number, node: string, term: number, link: ReplicaLink) =>
+      index === shard.index
+        ? local.attachReplica(index, node, term, link)
+        : remoteReplica(peers[index]!, node, term, link),
+  );
   const fanIn = fanInFeed(local.feed, shard, peers);
   overrides.set(
     "feed",

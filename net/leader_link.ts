@@ -1,7 +1,7 @@
 /**
  * @module A follower's connection to its leader: while the node follows a known leader it holds
- * one WebSocket to `{leader}/cluster/replicate?node=&term=`, applies what comes through a fresh
- * `Follower` (a snapshot first, then the stream) and acks. When the leader or the role changes
+ * one WebSocket to `{leader}/cluster/replicate?node=&term=` (each worker one, with `&shard=`),
+ * applies what comes through a fresh `Follower` (a snapshot first, then the stream) and acks. When the leader or the role changes
  * the connection ends; a broken one is opened again after 100 ms, doubling up to 1 s.
  */
 
@@ -64,6 +64,12 @@ export class ReplicaClient {
     const url = new URL("/cluster/replicate", leader.url);
     url.searchParams.set("node", this.state.id);
     url.searchParams.set("term", String(leader.term));
+    const shard = this.broker.shard;
+    if (shard) {
+      // One connection per worker, to the leader's worker of the same shard.
+      url.searchParams.set("shard", String(shard.index));
+      url.searchParams.set("shards", String(shard.count));
+    }
     if (this.apiKey) url.searchParams.set("api_key", this.apiKey);
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
     const socket = new WebSocket(url);

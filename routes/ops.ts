@@ -1,6 +1,6 @@
 /** What operators read: GET /metrics, /api/stats, /api/rates, /api/cluster/status. */
 
-import { mergedMetrics, mergedRates, mergedStats } from "./shard_merge.ts";
+import { mergedClusterStatus, mergedMetrics, mergedRates, mergedStats } from "./shard_merge.ts";
 import { RATE_INTERVAL_MS } from "../lib/api.ts";
 import { type Metrics, UNMATCHED } from "./metrics.ts";
 import { json } from "./http.ts";
@@ -133,6 +133,7 @@ export const opsRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/api/cluster/status",
+    shard: { all: mergedClusterStatus },
     cluster: "always",
     scope: "admin",
     handler: clusterStatus,

@@ -2,22 +2,36 @@
  * GET /cluster/replicate: a follower's one long-lived connection to its leader, a WebSocket.
  * The leader sends the stream (binary messages, lib/cluster/replica_stream.ts); the follower answers
  * `{"ack":index}` text frames once it has everything up to `index` on disk. Only the leader of
- * the term the follower names accepts it.
+ * the term the follower names accepts it. Nodes of several workers hold one connection per
+ * worker (`shard`); the worker that owns the shard streams it, wherever the socket landed.
  */
 
-import type { ReplicaLink, Session } from "../lib/api.ts";
+import { MAX_BUFFERED_BYTES, type ReplicaHandle, type ReplicaLink } from "../lib/api.ts";
 import { BrokerError } from "../lib/errors.ts";
 import type { Ctx, Route } from "./router.ts";
 import { query, type RouteDoc } from "./route_doc.ts";
 
 function replicate(req: Request, ctx: Ctx): Response {
-  const { cluster, replicator } = ctx.broker;
-  if (!cluster || !replicator) {
-    throw new BrokerError("not_found", "This node is not part of a cluster");
-  }
+  const { broker } = ctx;
+  const { cluster } = broker;
+  if (!cluster) throw new BrokerError("not_found", "This node is not part of a cluster");
   const node = ctx.query.str("node") ?? "";
   const term = Number(ctx.query.str("term"));
-  if (!cluster.writable || !replicator.active || term !== cluster.term) {
+  // A node of several workers streams each worker's topics on its own connection.
+  const workers = broker.shard?.count ?? 1;
+  const shard = Number(ctx.query.str("shard") ?? 0);
+  const shards = Number(ctx.query.str("shards") ?? 1);
+  if (shards !== workers) {
+    throw new BrokerError(
+      "bad_request",
+      `This node runs ${workers} worker(s) and node "${node.slice(0, 64)}" ${shards}: ` +
+        "every node of a cluster must run the same BROKER_WORKERS",
+    );
+  }
+  if (!Number.isInteger(shard) || shard < 0 || shard >= workers) {
+    throw new BrokerError("invalid_parameter", `shard must be 0 to ${workers - 1}`);
+  }
+  if (!cluster.writable || term !== cluster.term) {
     throw new BrokerError(
       "electing",
       `This node does not lead term ${term} (it is ${cluster.role} in term ${cluster.term})`,
@@ -28,10 +42,17 @@ function replicate(req: Request, ctx: Ctx): Response {
   }
   const { socket, response } = Deno.upgradeWebSocket(req, { idleTimeout: 10 });
   socket.binaryType = "arraybuffer";
-  let session: Session | undefined;
+  let session: ReplicaHandle | undefined;
+  let closed = false;
   const link: ReplicaLink = {
     send: (msg) => {
-      if (socket.readyState === WebSocket.OPEN) socket.send(msg);
+      if (socket.readyState !== WebSocket.OPEN) return;
+      // Relayed from another worker, the stream's backlog is this socket's to watch.
+      if (socket.bufferedAmount > MAX_BUFFERED_BYTES) {
+        link.close("it fell too far behind");
+        return;
+      }
+      socket.send(msg);
     },
     get bufferedAmount() {
       return socket.bufferedAmount;
@@ -40,24 +61,29 @@ function replicate(req: Request, ctx: Ctx): Response {
       if (socket.readyState <= WebSocket.OPEN) socket.close(1000, reason.slice(0, 120));
     },
   };
-  socket.addEventListener("open", () => {
-    if (!replicator.active || cluster.term !== term) {
-      link.close("this node no longer leads");
-      return;
+  socket.addEventListener("open", async () => {
+    try {
+      const s = await broker.attachReplica(shard, node, term, link);
+      if (closed) s.detach("its connection closed");
+      else session = s;
+    } catch (e) {
+      link.close(e instanceof BrokerError ? e.message : "this node no longer leads");
     }
-    session = replicator.attach(node, link);
   });
   socket.addEventListener("message", (e) => {
     if (!session || typeof e.data !== "string") return;
+    let ack: unknown;
     try {
-      const { ack } = JSON.parse(e.data);
-      if (typeof ack === "number") replicator.ack(session, ack);
+      ack = JSON.parse(e.data).ack;
     } catch {
-      replicator.detach(session, "it sent a malformed ack");
+      ack = undefined;
     }
+    if (typeof ack === "number") session.ack(ack);
+    else session.detach("it sent a malformed ack");
   });
   socket.addEventListener("close", () => {
-    if (session) replicator.detach(session, "its connection closed");
+    closed = true;
+    session?.detach("its connection closed");
   });
   return response;
 }
@@ -72,9 +98,17 @@ const REPLICATE_DOC: RouteDoc = {
   params: [
     query("node", "The follower's node id.", { type: "string" }, true),
     query("term", "The term the follower believes current.", { type: "integer", minimum: 0 }, true),
+    query("shard", "Which worker's topics to stream (0 when the nodes run one).", {
+      type: "integer",
+      minimum: 0,
+    }),
+    query("shards", "How many workers the follower runs; must equal the leader's.", {
+      type: "integer",
+      minimum: 1,
+    }),
   ],
   ok: { 101: { description: "Switching Protocols: the replication stream." } },
-  errors: ["not_found", "electing", "bad_request"],
+  errors: ["not_found", "electing", "bad_request", "invalid_parameter"],
   extensions: { "x-internal": true },
 };
 

@@ -5,7 +5,7 @@
  * cluster role, process metrics) taken once. A worker's error answer is the answer.
  */
 
-import type { RatesJson, StatsJson } from "../protocol/wire.ts";
+import type { ClusterStatus, RatesJson, StatsJson } from "../protocol/wire.ts";
 
 type Merge = (answers: Response[]) => Promise<Response>;
 
@@ -92,14 +92,39 @@ export const mergedRates = jsonMerge<RatesJson>((all) => {
   return out;
 });
 
+/**
+ * GET /api/cluster/status: the node's state is every worker's (they mirror one election); each
+ * worker streams its own shard, so a follower is as far behind as its furthest shard, and
+ * synchronous only if every shard counts it.
+ */
+export const mergedClusterStatus = jsonMerge<ClusterStatus>((all) => {
+  const out = all[0]!;
+  for (const s of all.slice(1)) {
+    for (const p of out.peers) {
+      const q = s.peers.find((x) => x.id === p.id);
+      if (!q) continue;
+      p.lag_records = maxOrNull(p.lag_records, q.lag_records);
+      p.lag_seconds = maxOrNull(p.lag_seconds, q.lag_seconds);
+      p.synchronous &&= q.synchronous;
+    }
+  }
+  return out;
+});
+
+function maxOrNull(a: number | null, b: number | null): number | null {
+  return a === null ? b : b === null ? a : Math.max(a, b);
+}
+
 /** Metrics whose value is the process's or the broker's, the same in every worker: taken once. */
-const ONCE =
-  /^(process_|ferry_memory_budget_bytes|ferry_cluster_|ferry_elections_total|ferry_replication_lag_)/;
+const ONCE = /^(process_|ferry_memory_budget_bytes|ferry_cluster_|ferry_elections_total)/;
+/** Metrics of how far behind something is: each worker's shard is, the node as far as the most. */
+const MOST = /^ferry_replication_lag_/;
 
 /**
  * GET /metrics: one exposition. A series (name and labels) that several workers report is
  * added up (counters, histogram buckets, per-topic gauges: each topic is one worker's anyway),
- * except the process-wide ones, taken from the first worker; HELP and TYPE appear once.
+ * except the process-wide ones, taken from the first worker, and replication lags, the
+ * largest; HELP and TYPE appear once.
  */
 export const mergedMetrics: Merge = async (answers) => {
   const bad = failed(answers);
@@ -128,6 +153,7 @@ export const mergedMetrics: Merge = async (answers) => {
       const value = Number(line.slice(space + 1));
       const had = family.series.get(key);
       if (had === undefined) family.series.set(key, value);
+      else if (MOST.test(key)) family.series.set(key, Math.max(had, value));
       else if (!ONCE.test(key)) family.series.set(key, had + value);
     }
   }

@@ -102,7 +102,6 @@ func startCluster(t testing.TB, etcd, name string, extra ...string) []*testBroke
 			"BROKER_CLUSTER_NAME=" + name,
 			"BROKER_CLUSTER_SIZE=3",
 			"BROKER_ELECTION_TTL=2s",
-			"BROKER_WORKERS=1", // a cluster node runs one worker
 			fmt.Sprintf("BROKER_ADVERTISE_URL=http://127.0.0.1:%d", port),
 		}, extra...)
 		dir := t.TempDir()

@@ -34,6 +34,27 @@ export type WriteRoute =
   | { kind: "leader"; url: string }
   | { kind: "electing" };
 
+/**
+ * A node's state as it crosses to its workers (docs/architecture.md "Workers"): the supervisor
+ * campaigns and each worker mirrors it. Lease ends are in `clock()` units, so every side must
+ * use the same clock: `epochClock`.
+ */
+export interface StateView {
+  url: string;
+  role: Role;
+  term: number;
+  leader: LeaderInfo | undefined;
+  peers: Peer[];
+  elections: number;
+  leaseEnd: number;
+}
+
+/**
+ * Monotonic ms on a time line every worker of the process shares (each worker's
+ * `performance.now()` starts at its own creation): the process's states use it.
+ */
+export const epochClock = (): number => performance.timeOrigin + performance.now();
+
 /** The cluster as this node sees it. */
 export class ClusterState {
   role: Role = "candidate";
@@ -47,6 +68,7 @@ export class ClusterState {
   #leaseEnd = 0;
   #stepDown: ReturnType<typeof setTimeout> | undefined;
   readonly #listeners = new Set<(s: ClusterState) => void>();
+  readonly #watchers = new Set<(s: ClusterState) => void>();
 
   constructor(
     readonly id: string,
@@ -60,6 +82,45 @@ export class ClusterState {
   onChange(fn: (s: ClusterState) => void): () => void {
     this.#listeners.add(fn);
     return () => this.#listeners.delete(fn);
+  }
+
+  /**
+   * Calls `fn` after anything `view()` shows changed, lease renewals and peers included;
+   * returns a function that stops it.
+   */
+  onUpdate(fn: (s: ClusterState) => void): () => void {
+    this.#watchers.add(fn);
+    return () => this.#watchers.delete(fn);
+  }
+
+  /** What a worker's mirror needs (see `mirror`). */
+  view(): StateView {
+    const { url, role, term, leader, peers, elections } = this;
+    return { url, role, term, leader, peers, elections, leaseEnd: this.#leaseEnd };
+  }
+
+  /**
+   * Takes the supervisor's state as this worker's: role, term, leader and peers, and the lease
+   * end, after which this copy stops leading by itself as the original does. Logs nothing (the
+   * supervisor has).
+   */
+  mirror(v: StateView): void {
+    const changed = v.role !== this.role || v.term !== this.term ||
+      v.leader?.id !== this.leader?.id || v.leader?.term !== this.leader?.term;
+    this.url = v.url;
+    this.role = v.role;
+    this.term = v.term;
+    this.leader = v.leader;
+    this.peers = v.peers;
+    this.elections = v.elections;
+    this.#leaseEnd = v.leaseEnd;
+    if (this.#stepDown !== undefined) clearTimeout(this.#stepDown);
+    this.#stepDown = undefined;
+    if (this.role === "leader") {
+      const wait = Math.max(0, v.leaseEnd - this.clock());
+      this.#stepDown = setTimeout(() => this.lost("the leadership lease ran out"), wait);
+    }
+    if (changed) this.#changed();
   }
 
   /** This node won the election for `term`; its lease holds until `leaseEnd`. */
@@ -81,6 +142,7 @@ export class ClusterState {
     // Stop leading the moment the lease may have ended, before anyone else can be elected.
     const wait = Math.max(0, leaseEnd - this.clock());
     this.#stepDown = setTimeout(() => this.lost("the leadership lease ran out"), wait);
+    this.#updated();
   }
 
   /** Another node leads (or, undefined, nobody is known to). */
@@ -117,6 +179,7 @@ export class ClusterState {
   /** The registered nodes other than this one. */
   setPeers(peers: Peer[]): void {
     this.peers = peers;
+    this.#updated();
   }
 
   /** A peer's role as this node knows it now. */
@@ -148,5 +211,10 @@ export class ClusterState {
 
   #changed(): void {
     for (const fn of [...this.#listeners]) fn(this);
+    this.#updated();
+  }
+
+  #updated(): void {
+    for (const fn of [...this.#watchers]) fn(this);
   }
 }

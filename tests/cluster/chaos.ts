@@ -58,7 +58,6 @@ export async function runChaos(
     BROKER_CLUSTER_ETCD: etcd.endpoint,
     BROKER_CLUSTER_NAME: "chaos",
     BROKER_ELECTION_TTL: "2s",
-    BROKER_WORKERS: "1", // a cluster node runs one worker (docs/architecture.md, "Workers")
   };
   const ledger: Ledger = {
     published: new Map(),

@@ -46,7 +46,6 @@ async function startNode(
     BROKER_CLUSTER_ETCD: etcd.endpoint,
     BROKER_CLUSTER_NAME: name,
     BROKER_ELECTION_TTL: "2s",
-    BROKER_WORKERS: "1", // a cluster node runs one worker (docs/architecture.md, "Workers")
     ...env,
   });
 }
@@ -345,6 +344,46 @@ Deno.test("with API keys on, followers replicate with the admin key", async () =
         depth = (await stats.json()).topics?.jobs?.depth ?? 0;
       }
       assertEquals(depth, 1, n.url);
+    }
+  } finally {
+    await cleanUp(nodes, etcd);
+  }
+});
+
+Deno.test("nodes of two workers: every shard streams to its follower's same shard; a new leader has all", async () => {
+  const etcd = await startEtcd();
+  const nodes = await startNodes(etcd, "workers", { BROKER_WORKERS: "2" });
+  try {
+    const leader = await settled(nodes);
+    const topics = ["t0", "t1", "t2", "t3", "t4", "t5"]; // both workers own some
+    for (const t of topics) {
+      for (let i = 0; i < 3; i++) {
+        const res = await fetch(`${leader.url}/publish/${t}`, { method: "POST", body: `${t}.${i}` });
+        assertEquals(res.status, 201, "acknowledged: a synchronous follower has it in every shard");
+        await res.body?.cancel();
+      }
+    }
+    // Peers are read from etcd with each lease renewal (a third of the TTL): wait for both.
+    let s = await status(leader);
+    for (let i = 0; i < 100 && s.peers.length < 2; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      s = await status(leader);
+    }
+    const synchronous = s.peers.filter((p: { synchronous: boolean }) => p.synchronous);
+    assertEquals(synchronous.length, 1, JSON.stringify(s));
+    const refused = await fetch(`${leader.url}/cluster/replicate?node=x&term=${s.term}&shards=1`);
+    assertEquals(refused.status, 400, "a node of another worker count cannot follow");
+    assert((await refused.json()).detail.includes("BROKER_WORKERS"));
+
+    await stop(leader, "SIGKILL");
+    const next = await settled(nodes.filter((n) => n !== leader));
+    for (const t of topics) {
+      const got = await (await fetch(`${next.url}/consume/${t}?limit=10&auto_ack=true`)).json();
+      assertEquals(got.map((m: { payload_text: string }) => m.payload_text), [
+        `${t}.0`,
+        `${t}.1`,
+        `${t}.2`,
+      ]);
     }
   } finally {
     await cleanUp(nodes, etcd);
