@@ -358,7 +358,10 @@ Deno.test("nodes of two workers: every shard streams to its follower's same shar
     const topics = ["t0", "t1", "t2", "t3", "t4", "t5"]; // both workers own some
     for (const t of topics) {
       for (let i = 0; i < 3; i++) {
-        const res = await fetch(`${leader.url}/publish/${t}`, { method: "POST", body: `${t}.${i}` });
+        const res = await fetch(`${leader.url}/publish/${t}`, {
+          method: "POST",
+          body: `${t}.${i}`,
+        });
         assertEquals(res.status, 201, "acknowledged: a synchronous follower has it in every shard");
         await res.body?.cancel();
       }
