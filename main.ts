@@ -67,11 +67,13 @@ async function startWorkers(config: Config, log: Logger, underDenoServe: boolean
 function reloadKeysOnHangup(config: Config, rt: runtime.Runtime, log: Logger): void {
   Deno.addSignalListener("SIGHUP", async () => {
     try {
-      rt.keys.replace(await runtime.readKeys(config));
+      runtime.replaceKeys(rt, await runtime.readKeys(config));
       log.info("api keys reloaded", { keys: rt.keys.size, file: config.apiKeysFile });
+      log.audit({ action: "keys.reload", key: null, via: "SIGHUP", status: "ok" });
     } catch (e) {
       const error = (e as Error).message;
       log.error("api keys not reloaded; the previous keys stay in use", { error });
+      log.audit({ action: "keys.reload", key: null, via: "SIGHUP", status: "refused" });
     }
   });
 }

@@ -11,6 +11,7 @@ import { Metrics } from "./routes/metrics.ts";
 import type { AppOptions } from "./routes/app.ts";
 import { authHook } from "./routes/auth.ts";
 import { metricsHook } from "./routes/ops.ts";
+import { auditHook } from "./routes/audit.ts";
 import { clusterHook } from "./routes/cluster.ts";
 import { ClusterMember } from "./lib/cluster/member.ts";
 import { ClusterState, epochClock } from "./lib/cluster/state.ts";
@@ -20,13 +21,26 @@ import { Etcd } from "./net/etcd.ts";
 import { ReplicaClient } from "./net/leader_link.ts";
 import { fetchSender } from "./net/webhook_sender.ts";
 import { exposedGc, IdleGc } from "./lib/memory/idle_gc.ts";
+import { RateLimiter } from "./lib/rate_limit.ts";
 
 /** The broker and what production wires around it; tests get the same from startBroker(). */
 export interface Runtime {
   broker: Broker;
   metrics: Metrics;
-  /** The API keys; SIGHUP replaces them. */
+  /** The API keys; SIGHUP replaces them (`replaceKeys`). */
   keys: KeyRing;
+  /** The keys' publish limits. */
+  limiter: RateLimiter;
+}
+
+/** Installs a new key list and its limits (SIGHUP); a worker gets the shared buckets too. */
+export function replaceKeys(
+  rt: Pick<Runtime, "keys" | "limiter">,
+  keys: ApiKey[],
+  limits?: SharedArrayBuffer,
+): void {
+  rt.keys.replace(keys);
+  rt.limiter.replace(rt.keys.keys, limits);
 }
 
 /** Auth is on when either key setting is set; a keys file with no keys then refuses everyone. */
@@ -75,15 +89,36 @@ export function permissionProblem(config: Config): string | undefined {
   return undefined;
 }
 
+/** What a worker of several is given by its supervisor, rather than reading or making. */
+export interface FromSupervisor {
+  /** The keys as the supervisor read them, and their limits' buckets, shared by every worker. */
+  keys: WorkerKeys;
+  /** Its shard reports its followers here (cluster mode). */
+  report?: (r: Readiness) => void;
+}
+
+/** Keys as they reach a worker: the list, and the buckets `RateLimiter.buffer` made of it. */
+export interface WorkerKeys {
+  list: ApiKey[];
+  limits: SharedArrayBuffer;
+}
+
+/** The keys a supervisor hands its workers (start-up, SIGHUP). */
+export function workerKeys(list: ApiKey[]): WorkerKeys {
+  return { list, limits: RateLimiter.buffer(new KeyRing(list).keys) as SharedArrayBuffer };
+}
+
 /** Reads the keys, opens the broker (replaying its WALs) and attaches the metrics. */
 export async function openRuntime(
   config: Config,
   log: Logger,
   open: Pick<OpenOptions, "clock" | "shard" | "nodeId"> = {},
-  /** A worker's shard reports its followers here (cluster mode with BROKER_WORKERS > 1). */
-  report?: (r: Readiness) => void,
+  given: Partial<FromSupervisor> = {},
 ): Promise<Runtime> {
-  const keys = new KeyRing(await readKeys(config));
+  const keys = new KeyRing(given.keys?.list ?? await readKeys(config));
+  const limiter = new RateLimiter();
+  limiter.replace(keys.keys, given.keys?.limits);
+  const report = given.report;
   const metrics = new Metrics();
   const broker = await Broker.open(config, {
     ...open,
@@ -96,7 +131,7 @@ export async function openRuntime(
       : undefined,
   });
   metrics.attach(broker);
-  return { broker, metrics, keys };
+  return { broker, metrics, keys, limiter };
 }
 
 /**
@@ -111,7 +146,10 @@ export function joinCluster(
   log: Logger,
   report?: (r: Readiness) => void,
 ): ClusterMember {
-  const adminKey = parseKeyList(config.apiKeys).find((k) => (k.scopes & SCOPE_BITS.admin) !== 0);
+  // A follower presents the first admin key written plain (a sha256: entry holds no key).
+  const adminKey = parseKeyList(config.apiKeys).find((k) =>
+    k.key !== undefined && (k.scopes & SCOPE_BITS.admin) !== 0
+  );
   return new ClusterMember({
     nodeId: broker.nodeId,
     url: config.advertiseUrl || `http://${config.host}:${config.port}`,
@@ -186,7 +224,13 @@ export function appOptions(config: Config, log: Logger, rt: Runtime): AppOptions
     opts.after!.push(() => idle.touch());
   }
   if (rt.broker.cluster) opts.before!.push(clusterHook(rt.broker.cluster));
-  if (authEnabled(config)) opts.before!.push(authHook(rt.keys));
+  if (authEnabled(config)) {
+    opts.before!.push(authHook(rt.keys, {
+      admit: (name, messages, bytes) => rt.limiter.admit(name, messages, bytes),
+      refused: rt.metrics.rateLimited,
+    }));
+  }
+  opts.after!.push(auditHook(log));
   if (config.accessLog) {
     opts.after!.push((req, route, res, seconds, requestId) => {
       log.info("request", {

@@ -15,7 +15,7 @@ import type { Logger } from "./lib/log.ts";
 import { loadNodeId } from "./lib/node_id.ts";
 import { SharedFigures } from "./lib/shard.ts";
 import { DataDirLock } from "./lib/storage/data_dir_lock.ts";
-import { nodeElection, readKeys } from "./runtime.ts";
+import { nodeElection, readKeys, workerKeys } from "./runtime.ts";
 import { listeningFields, SHUTDOWN_GRACE_MS } from "./serve.ts";
 import type { FromWorker, ToWorker } from "./worker.ts";
 
@@ -69,6 +69,7 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
     ? undefined
     : await DataDirLock.acquire(config.dataDir);
   const nodeId = await loadNodeId(config.dataDir); // read once, for every worker
+  const keys = workerKeys(await readKeys(config)); // read once too: one layout of the buckets
   const figures = SharedFigures.buffer(count);
   const peers: (MessagePort | null)[][] = Array.from({ length: count }, () => []);
   for (let i = 0; i < count; i++) {
@@ -88,7 +89,7 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
   for (const w of workers) {
     const ports = peers[w.index]!;
     w.send(
-      { t: "init", index: w.index, count, config, nodeId, figures, peers: ports },
+      { t: "init", index: w.index, count, config, nodeId, keys, figures, peers: ports },
       ports.filter((p): p is MessagePort => p !== null),
     );
   }
@@ -146,20 +147,22 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
   Deno.addSignalListener("SIGINT", () => stopping ??= shutDown("SIGINT"));
   // SIGHUP: the keys are read once here and handed to every worker; a bad file keeps the old.
   Deno.addSignalListener("SIGHUP", async () => {
-    let keys;
+    let fresh;
     try {
-      keys = await readKeys(config);
+      fresh = workerKeys(await readKeys(config)); // one set of buckets for every worker
     } catch (e) {
       const error = (e as Error).message;
       log.error("api keys not reloaded; the previous keys stay in use", { error });
+      log.audit({ action: "keys.reload", key: null, via: "SIGHUP", status: "refused" });
       return;
     }
     await Promise.all(workers.map((w) => {
       const replaced = w.next("keys-replaced");
-      w.send({ t: "keys", keys });
+      w.send({ t: "keys", keys: fresh });
       return replaced;
     }));
-    log.info("api keys reloaded", { keys: keys.length, file: config.apiKeysFile });
+    log.info("api keys reloaded", { keys: fresh.list.length, file: config.apiKeysFile });
+    log.audit({ action: "keys.reload", key: null, via: "SIGHUP", status: "ok" });
   });
 
   log.info("listening", {

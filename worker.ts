@@ -14,8 +14,7 @@ import { SharedFigures } from "./lib/shard.ts";
 import { Answerer, shardedBroker } from "./lib/remote_broker.ts";
 import { WorkerLink } from "./net/worker_link.ts";
 import type { Shards } from "./routes/shards.ts";
-import { openRuntime, type Runtime } from "./runtime.ts";
-import type { ApiKey } from "./lib/auth.ts";
+import { openRuntime, replaceKeys, type Runtime, type WorkerKeys } from "./runtime.ts";
 import type { StateView } from "./lib/cluster/state.ts";
 import type { Readiness } from "./lib/cluster/sync.ts";
 import { brokerHandler, type Listener, serve, stopServing } from "./serve.ts";
@@ -30,6 +29,8 @@ export type ToWorker =
     config: Config;
     /** The node's id, read once by the supervisor. */
     nodeId: string;
+    /** The API keys, read once by the supervisor, and their limits' shared buckets. */
+    keys: WorkerKeys;
     figures: SharedArrayBuffer;
     /** A port to each other worker, by index (null at this worker's own). */
     peers: (MessagePort | null)[];
@@ -39,8 +40,8 @@ export type ToWorker =
   | { t: "cluster"; view: StateView }
   /** Cluster mode: the followers this shard's writes wait for (Replicator.useStandbys). */
   | { t: "standbys"; peers: string[]; generation: number; term: number }
-  /** The API keys the supervisor read again (SIGHUP). */
-  | { t: "keys"; keys: ApiKey[] }
+  /** The API keys the supervisor read again (SIGHUP), and fresh buckets for their limits. */
+  | { t: "keys"; keys: WorkerKeys }
   | { t: "shutdown"; graceMs: number };
 
 /** What a worker tells the supervisor. */
@@ -74,7 +75,7 @@ self.onmessage = async (e: MessageEvent<ToWorker>) => {
     else if (m.t === "standbys") {
       rt!.broker.replicator!.useStandbys(m.peers, m.generation, m.term);
     } else if (m.t === "keys") {
-      rt!.keys.replace(m.keys);
+      replaceKeys(rt!, m.keys.list, m.keys.limits);
       tell({ t: "keys-replaced" });
     } else if (m.t === "shutdown") await shutdown(m.graceMs);
   } catch (err) {
@@ -91,7 +92,10 @@ async function init(m: Extract<ToWorker, { t: "init" }>): Promise<void> {
     config,
     log,
     { shard: { shard, figures: new SharedFigures(m.figures, shard) }, nodeId: m.nodeId },
-    clustered ? (report) => tell({ t: "sync", report }) : undefined,
+    {
+      keys: m.keys,
+      report: clustered ? (report) => tell({ t: "sync", report }) : undefined,
+    },
   );
   if (clustered) watchHealth(rt);
   const broker = rt.broker;

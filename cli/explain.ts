@@ -16,6 +16,7 @@ const ADVICE: Partial<Record<string, string>> = {
   electing: "the cluster is electing a leader; retry in a second",
   queue_full: "consume some messages or retry later",
   memory_full: "consume some messages or retry later",
+  rate_limited: "this API key publishes past its rate; wait Retry-After seconds",
   internal: "the broker logged it with this request id",
   not_found: "`ferry topics` lists what there is",
   message_not_found: "it was acked already or its lease ran out; check the id and --group",

@@ -12,6 +12,7 @@ import * as admin from "./commands/admin.ts";
 import * as messages from "./commands/consume.ts";
 import { publish, type PublishFlags } from "./commands/publish.ts";
 import { tail } from "./commands/tail.ts";
+import { hashKey } from "./commands/key.ts";
 import * as webhooks from "./commands/webhooks.ts";
 import type { Ctx } from "./context.ts";
 import { explain } from "./explain.ts";
@@ -258,6 +259,11 @@ export function buildProgram(makeCtx: MakeCtx): Command {
   program.command("drain")
     .description("stop the broker taking requests (until it restarts)")
     .action(go((ctx) => admin.drain(ctx)));
+
+  const key = program.command("key").description("work with API keys (offline)");
+  key.command("hash [key]")
+    .description("print the keys-file entry (sha256:<hex>) for a key; reads stdin without one")
+    .action(go((ctx, k: string | undefined) => hashKey(ctx, k)));
 
   return program;
 }

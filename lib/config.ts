@@ -125,17 +125,24 @@ const SIZE_UNITS: Record<string, number> = {
   TiB: 2 ** 40,
 };
 
+/** Bytes as `512MiB`, `4GiB` or a plain number above 0; undefined for anything else. */
+export function byteSize(v: string): number | undefined {
+  const m = /^(\d{1,15})(B|KiB|MiB|GiB|TiB)?$/.exec(v);
+  if (!m || Number(m[1]) === 0) return undefined;
+  return Number(m[1]) * SIZE_UNITS[m[2] ?? ""]!;
+}
+
 /** Bytes as `512MiB`, `4GiB`, a plain number, or `N%` of the machine's physical memory. */
 function size(name: string, v: string): number {
   const pct = /^(\d{1,3})%$/.exec(v);
   if (pct && Number(pct[1]) >= 1 && Number(pct[1]) <= 100) {
     return Math.floor(Deno.systemMemoryInfo().total * Number(pct[1]) / 100);
   }
-  const m = /^(\d{1,15})(B|KiB|MiB|GiB|TiB)?$/.exec(v);
-  if (!m || Number(m[1]) === 0) {
+  const n = byteSize(v);
+  if (n === undefined) {
     throw new Error(`${name} must be a size like 512MiB, 4GiB, 1048576 or 40%, got "${v}"`);
   }
-  return Number(m[1]) * SIZE_UNITS[m[2] ?? ""]!;
+  return n;
 }
 
 function oneOf<T extends string>(name: string, v: string, allowed: readonly T[]): T {

@@ -23,6 +23,15 @@ export class Logger {
 
   log(level: LogLevel, msg: string, fields?: LogFields): void {
     if (RANK[level] < this.#min) return;
+    this.#write(level, msg, fields);
+  }
+
+  /** An `audit` line (an admin action, a key reload): written whatever the level. */
+  audit(fields: LogFields): void {
+    this.#write("info", "audit", fields);
+  }
+
+  #write(level: LogLevel, msg: string, fields?: LogFields): void {
     const rec: LogFields = { time: new Date().toISOString(), level, msg, ...fields };
     if (rec.error instanceof Error) {
       rec.error = `${rec.error.name}: ${rec.error.message}`;

@@ -21,6 +21,7 @@ export const ERROR_CODES = [
   "payload_too_large",
   "queue_full",
   "memory_full",
+  "rate_limited",
   "draining",
   "electing",
   "unavailable",

@@ -24,6 +24,7 @@ import {
 async function createTopic(req: Request, ctx: Ctx): Promise<Response> {
   const body = await readJson(req, ctx.accepts);
   const name = checkName(needString(body, "name"), "topic");
+  ctx.subject = name;
   const policy = optString(body, "policy") ?? "reject";
   if (policy !== "reject" && policy !== "drop-oldest") {
     throw new BrokerError(
@@ -68,6 +69,7 @@ async function createGroup(req: Request, ctx: Ctx): Promise<Response> {
   const body = await readJson(req, ctx.accepts);
   const topic = checkName(needString(body, "topic"), "topic");
   const group = checkName(needString(body, "group"), "group");
+  ctx.subject = `${topic}/${group}`;
   return json(groupJson(topic, await ctx.broker.createGroup(topic, group)), 201);
 }
 
@@ -276,6 +278,7 @@ export const adminRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/api/topics",
+    audit: "topic.create",
     shard: { topic: ["body:name"] },
     scope: "admin",
     handler: createTopic,
@@ -300,6 +303,7 @@ export const adminRoutes: Route[] = [
   {
     method: "DELETE",
     pattern: "/api/topics/:name",
+    audit: "topic.delete",
     shard: { topic: ["param:name"] },
     scope: "admin",
     handler: deleteTopic,
@@ -308,6 +312,7 @@ export const adminRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/api/groups",
+    audit: "group.create",
     shard: { topic: ["body:topic"] },
     scope: "admin",
     handler: createGroup,
@@ -332,6 +337,7 @@ export const adminRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/api/queues/redrive",
+    audit: "queue.redrive",
     shard: { topic: ["query:queue"] },
     scope: "admin",
     handler: redrive,
@@ -340,6 +346,7 @@ export const adminRoutes: Route[] = [
   {
     method: "DELETE",
     pattern: "/api/queues/purge",
+    audit: "queue.purge",
     shard: { topic: ["query:queue"] },
     scope: "admin",
     handler: purge,
@@ -348,6 +355,7 @@ export const adminRoutes: Route[] = [
   {
     method: "DELETE",
     pattern: "/api/queues/delete",
+    audit: "topic.delete",
     shard: { topic: ["query:queue"] },
     scope: "admin",
     handler: remove,

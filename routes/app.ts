@@ -95,6 +95,7 @@ export function createHandler(
       : `${PROCESS_ID}-${(++counter).toString(36)}`;
     inFlight++;
     let route: Route | undefined;
+    let ctx: Ctx | undefined;
     let path = "";
     let res: Response;
     try {
@@ -118,7 +119,7 @@ export function createHandler(
         );
       } else {
         route = m.route;
-        const ctx: Ctx = {
+        ctx = {
           broker,
           metrics,
           params: m.params,
@@ -152,7 +153,7 @@ export function createHandler(
     const seconds = (performance.now() - t0) / 1000;
     for (const hook of after) {
       try {
-        hook(req, route, res, seconds, requestId);
+        hook(req, route, res, seconds, requestId, ctx);
       } catch (e) {
         log.error("after-hook failed", { request_id: requestId, error: e });
       }

@@ -7,7 +7,7 @@
 import { type KeyRing, SCOPE_BITS } from "../lib/auth.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { problem } from "./http.ts";
-import type { BeforeHook, Ctx, Route } from "./router.ts";
+import type { BeforeHook, Caller, Ctx, Route } from "./router.ts";
 
 const BEARER = /^bearer /i;
 
@@ -27,12 +27,17 @@ function presentedKey(req: Request, route: Route, ctx: Ctx): string | undefined 
   return query ?? (auth === null ? undefined : "");
 }
 
-/** The hook that answers 401 (no or unknown key) or 403 (key without the route's scope). */
-export function authHook(keys: KeyRing): BeforeHook {
+/**
+ * The hook that answers 401 (no or unknown key) or 403 (key without the route's scope), and
+ * names the request's caller: its key's name, and the publish limits it is held to.
+ */
+export function authHook(keys: KeyRing, limits?: PublishLimits): BeforeHook {
   return (req, route, ctx) => {
     if (route.scope === "public") return undefined;
     const given = presentedKey(req, route, ctx);
-    const scopes = given ? keys.scopesOf(given) : 0;
+    const key = given ? keys.find(given) : undefined;
+    const scopes = key?.scopes ?? 0;
+    if (key) ctx.caller = caller(key.name, limits);
     if (scopes === 0) {
       const detail = given === undefined
         ? "Missing API key: send Authorization: Bearer <key> or X-API-Key: <key>"
@@ -49,5 +54,28 @@ export function authHook(keys: KeyRing): BeforeHook {
       );
     }
     return undefined;
+  };
+}
+
+/** What enforces per-key publish limits (lib/rate_limit.ts), and counts refusals by key name. */
+export interface PublishLimits {
+  /** 0 when admitted, else the ms to wait. */
+  admit(name: string, messages: number, bytes: number): number;
+  refused(name: string): void;
+}
+
+function caller(name: string, limits: PublishLimits | undefined): Caller {
+  return {
+    name,
+    admit(messages, bytes) {
+      const waitMs = limits?.admit(name, messages, bytes) ?? 0;
+      if (waitMs === 0) return;
+      limits!.refused(name);
+      throw new BrokerError(
+        "rate_limited",
+        `API key "${name}" publishes past its limit; retry in ${Math.ceil(waitMs / 1000)} s`,
+        Math.ceil(waitMs / 1000),
+      );
+    },
   };
 }

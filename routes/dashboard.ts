@@ -51,6 +51,7 @@ async function publish(req: Request, ctx: Ctx): Promise<Response> {
   const ttl = optString(body, "ttl");
   const delay = optString(body, "delay");
   const broadcast = body.broadcast === undefined ? false : parseBool(body.broadcast, "broadcast");
+  ctx.caller?.admit(1, payload.length);
   return publishOrBroadcast(ctx.broker, queue, payload, {
     ttlMs: ttl ? durationIn(ttl, "ttl", MAX_TIME_MS) : undefined,
     delayMs: delay ? durationIn(delay, "delay", MAX_TIME_MS) : undefined,

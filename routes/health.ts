@@ -68,6 +68,7 @@ export const healthRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/api/drain",
+    audit: "drain",
     shard: { all: worst },
     scope: "admin",
     handler: drain,

@@ -25,6 +25,7 @@ const STATUS: Record<ErrorCode, number> = {
   payload_too_large: 413,
   queue_full: 429,
   memory_full: 429,
+  rate_limited: 429,
   internal: 500,
   draining: 503,
   electing: 503,

@@ -105,6 +105,8 @@ export class Metrics {
   readonly #routes = new Map<string, RouteStats>();
   /** Webhook POST durations per topic. */
   readonly #webhooks = new Map<string, Buckets>();
+  /** Publishes refused for a key's limits, by key name. */
+  readonly #rateLimited = new Map<string, number>();
   #broker: MetricsSource | undefined;
   /** The stats projection of the scrape under way, taken once in render(). */
   #figures: TopicFigures[] = [];
@@ -230,6 +232,17 @@ export class Metrics {
         }
       },
     });
+    const rateLimited = this.#rateLimited;
+    new Counter({
+      name: "ferry_rate_limited_total",
+      help: "Publishes refused 429 rate_limited, per API key name (never the key)",
+      labelNames: ["key"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [key, n] of rateLimited) this.inc({ key }, n);
+      },
+    });
     const cluster = () => this.#broker?.cluster;
     const replicaLag = () => {
       const b = this.#broker;
@@ -349,6 +362,11 @@ export class Metrics {
   observeBatch(messages: number): void {
     this.batch.observe(messages);
   }
+
+  /** A publish by key `name` was refused for its limits. */
+  readonly rateLimited = (name: string): void => {
+    this.#rateLimited.set(name, (this.#rateLimited.get(name) ?? 0) + 1);
+  };
 
   /** For Broker.open's `onFsync`. */
   readonly observeFsync = (seconds: number): void => this.fsync.observe(seconds);

@@ -47,6 +47,7 @@ const CODE_MEANING: Record<ErrorCode, string> = {
   payload_too_large: "the body is larger than the limit",
   queue_full: "the topic holds its maximum of messages and its policy is `reject`",
   memory_full: "the broker holds BROKER_MAX_MEMORY of messages",
+  rate_limited: "the API key publishes past its rate= or bytes= limit",
   draining: "the broker is draining (after POST /api/drain or SIGTERM)",
   electing: "cluster mode: no leader is elected yet",
   unavailable: "the service cannot do it now",

@@ -119,6 +119,7 @@ async function publish(req: Request, ctx: Ctx): Promise<Response> {
   // An empty body is refused by the broker's own payload check, with the same code and text.
   if (key !== null) opts.idempotencyKey = checkKey(key);
   else if (idem === "auto") opts.idempotencyKey = await autoKey(payload);
+  ctx.caller?.admit(1, payload.length);
   return publishOrBroadcast(ctx.broker, topic, payload, opts, broadcast);
 }
 
@@ -129,6 +130,7 @@ export const PUBLISH_ERRORS: ErrorCode[] = [
   "topic_limit_reached",
   "queue_full",
   "memory_full",
+  "rate_limited",
 ];
 
 const PUBLISH_DOC: RouteDoc = {

@@ -302,6 +302,9 @@ async function publishBatch(req: Request, ctx: Ctx): Promise<Response> {
       item.idempotencyKey ??= await autoKey(item.payload);
     }));
   }
+  let bytes = 0;
+  for (const item of items) bytes += item.payload.length;
+  ctx.caller?.admit(items.length, bytes);
   const results = await ctx.broker.publishBatch(topic, items);
   ctx.metrics.observeBatch(items.length);
   const stored = results.some((r) => !r.deduplicated);

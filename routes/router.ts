@@ -15,6 +15,14 @@ import type { RouteDoc } from "./route_doc.ts";
 export type Scope = "publish" | "consume" | "admin" | "public";
 
 /** What a handler receives besides the request. */
+/** Who sent a request, once the API-key check found its key (API keys on). */
+export interface Caller {
+  /** The key's name (`name=` in the keys file), never the key. */
+  name: string;
+  /** Counts a publish of `messages` carrying `bytes` against the key's limits; throws 429. */
+  admit(messages: number, bytes: number): void;
+}
+
 export interface Ctx {
   broker: BrokerApi;
   /** The metrics /metrics renders and the hooks feed. */
@@ -28,6 +36,10 @@ export interface Ctx {
   inFlight(): number;
   /** The route table this handler serves (GET /openapi.json documents it). */
   routes: readonly Route[];
+  /** The request's key, set by the API-key check; undefined while API keys are off. */
+  caller?: Caller;
+  /** What an admin action acted on when the path does not say (a topic named in the body). */
+  subject?: string;
 }
 
 export type Handler = (req: Request, ctx: Ctx) => Response | Promise<Response>;
@@ -40,6 +52,8 @@ export interface Route {
   handler: Handler;
   /** A GET that changes state (consume takes messages): HEAD is refused with 405, not run. */
   mutates?: true;
+  /** An admin action: every answer to it is logged as an `audit` line under this name. */
+  audit?: string;
   /** What GET /openapi.json says of the route; tests/routes/openapi_test.ts wants every route to have it. */
   doc?: RouteDoc;
   /**
@@ -86,6 +100,8 @@ export type AfterHook = (
   res: Response,
   seconds: number,
   requestId: string,
+  /** The matched route's context (its caller, its subject); undefined for 404/405. */
+  ctx: Ctx | undefined,
 ) => void;
 
 interface Compiled extends Route {

@@ -118,6 +118,7 @@ export async function dispatch(
   if (topic === undefined && bodySource) {
     const json = parseObject(await body());
     topic = namedTopic(sources, ctx, () => json);
+    ctx.subject ??= topic; // for the audit line, which this worker writes
   }
   const local = () => route.handler(read.body ? withBody(req, read.body) : req, ctx);
   if (topic !== undefined) {

@@ -226,6 +226,7 @@ export const webhookRoutes: Route[] = [
   {
     method: "POST",
     pattern: "/webhook/:topic",
+    audit: "webhook.add",
     shard: { topic: ["param:topic"] },
     scope: "admin",
     handler: register,
@@ -242,6 +243,7 @@ export const webhookRoutes: Route[] = [
   {
     method: "DELETE",
     pattern: "/api/webhooks/:id",
+    audit: "webhook.delete",
     shard: { all: firstFound },
     scope: "admin",
     handler: remove,

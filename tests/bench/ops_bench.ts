@@ -9,6 +9,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { Counter, Histogram, Registry } from "prom-client";
 import { KeyRing, parseKeyList } from "../../lib/auth.ts";
+import { RateLimiter } from "../../lib/rate_limit.ts";
 import { Broker } from "../../lib/broker.ts";
 import { defaultConfig } from "../../lib/config.ts";
 import { HTTP_BUCKETS_S, Metrics } from "../../routes/metrics.ts";
@@ -27,8 +28,12 @@ async function handler(hooks: boolean) {
   const broker = await Broker.open(config, { tick: false });
   await broker.createTopic("bench", { policy: "drop-oldest", maxMessages: 10_000 });
   if (!hooks) return createHandler(broker);
-  const rt: Runtime = { broker, metrics: new Metrics().attach(broker), keys: new KeyRing() };
-  rt.keys.replace(parseKeyList(KEY));
+  const rt: Runtime = {
+    broker,
+    metrics: new Metrics().attach(broker),
+    keys: new KeyRing(parseKeyList(KEY)),
+    limiter: new RateLimiter(),
+  };
   return createHandler(broker, appOptions(config, silentLogger, rt));
 }
 const plain = await handler(false);

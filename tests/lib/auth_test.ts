@@ -1,6 +1,8 @@
 import { assert, assertEquals, assertMatch, assertThrows } from "../_support/assert.ts";
 import {
   ALL_SCOPES,
+  type ApiKey,
+  hashedEntry,
   KeyRing,
   MAX_KEY_LENGTH,
   parseKeyFile,
@@ -11,8 +13,11 @@ import { ConfigError } from "../../lib/config.ts";
 
 const { publish, consume, admin } = SCOPE_BITS;
 
+/** What a test compares of parsed keys: the key and its scopes. */
+const plain = (keys: ApiKey[]) => keys.map(({ key, scopes }) => ({ key, scopes }));
+
 Deno.test("parseKeyList() reads comma-separated keys with scopes joined by +", () => {
-  assertEquals(parseKeyList("k1, k2:publish+consume,,k3:admin"), [
+  assertEquals(plain(parseKeyList("k1, k2:publish+consume,,k3:admin")), [
     { key: "k1", scopes: ALL_SCOPES },
     { key: "k2", scopes: publish | consume },
     { key: "k3", scopes: admin },
@@ -22,7 +27,7 @@ Deno.test("parseKeyList() reads comma-separated keys with scopes joined by +", (
 
 Deno.test("parseKeyFile() reads one key per line, scopes with , or +, skipping comments and blanks", () => {
   const text = "# ops\n\nalpha\r\n  beta:publish,consume  \ngamma:consume+admin\n#delta\n";
-  assertEquals(parseKeyFile(text), [
+  assertEquals(plain(parseKeyFile(text)), [
     { key: "alpha", scopes: ALL_SCOPES },
     { key: "beta", scopes: publish | consume },
     { key: "gamma", scopes: consume | admin },
@@ -42,7 +47,7 @@ Deno.test("parseKeyList() and parseKeyFile() name the setting and position, neve
       () => parseKeyList("hidden-k:publish,consume"),
       /^BROKER_API_KEYS entry 2: "consume" is a scope/,
     ],
-    [() => parseKeyFile("ok\nhid den:admin\n"), /^BROKER_API_KEYS_FILE line 2: a key is/],
+    [() => parseKeyFile("ok\nhidden key:admin\n"), /^BROKER_API_KEYS_FILE line 2: a key is/],
     [() => parseKeyList("x".repeat(MAX_KEY_LENGTH + 1)), /a key is 1-512/],
   ];
   for (const [fn, re] of cases) {
@@ -63,4 +68,41 @@ Deno.test("KeyRing.scopesOf() gives a key's scopes, 0 for anything else", () => 
   }
   ring.replace([]);
   assertEquals(ring.scopesOf("abc"), 0);
+});
+
+Deno.test("a sha256: entry is the key's digest: the ring finds the key, the file holds no secret", () => {
+  const entry = hashedEntry("s3cret-key");
+  assertMatch(entry, /^sha256:[0-9a-f]{64}$/);
+  const ring = new KeyRing(parseKeyFile(`${entry}:publish name=billing\nother:consume\n`));
+  const found = ring.find("s3cret-key");
+  assertEquals([found?.name, found?.scopes, found?.key], ["billing", publish, undefined]);
+  assertEquals(ring.find("other")?.scopes, consume);
+  assertEquals(ring.find("s3cret-kez"), undefined);
+  // Written plain and hashed, a key is one key: scopes joined, the same default name.
+  const upper = entry.replace(/[0-9a-f]{64}/, (h) => h.toUpperCase()); // hex in either case
+  const both = new KeyRing(parseKeyList(`s3cret-key:publish,${upper}:admin`));
+  assertEquals(both.size, 1);
+  assertEquals(both.scopesOf("s3cret-key"), publish | admin);
+  assertMatch(both.find("s3cret-key")!.name, /^key-[0-9a-f]{8}$/);
+});
+
+Deno.test("options set a key's name and publish limits; a bad one names the option, not the key", () => {
+  const [k] = parseKeyFile("hidden-key:publish name=app-1 rate=250/s bytes=2MiB/s\n");
+  assertEquals([k!.name, k!.limits], ["app-1", {
+    messagesPerSecond: 250,
+    bytesPerSecond: 2 ** 21,
+  }]);
+  const cases: [string, RegExp][] = [
+    ["hidden-key rate=fast", /line 1: rate= takes messages a second/],
+    ["hidden-key bytes=1MiB", /line 1: bytes= takes a size a second/],
+    ["hidden-key name=no/slash", /line 1: name= takes 1-64/],
+    ["hidden-key hiddenopt=1", /line 1: unknown option \(expected/],
+    ["hidden key", /line 1: a key is 1-512/],
+    ["sha256:hidden", /line 1: a sha256: entry is 64 hex digits/],
+  ];
+  for (const [line, re] of cases) {
+    const e = assertThrows(() => parseKeyFile(line));
+    assertMatch((e as Error).message, re);
+    assert(!(e as Error).message.includes("hidden"), (e as Error).message);
+  }
 });

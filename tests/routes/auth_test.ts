@@ -5,7 +5,7 @@
  */
 
 import { assert, assertEquals, assertNotEquals, Failures } from "../_support/assert.ts";
-import { KeyRing, type KeyScope } from "../../lib/auth.ts";
+import { hashedEntry, KeyRing, type KeyScope, parseKeyList } from "../../lib/auth.ts";
 import { Broker } from "../../lib/broker.ts";
 import { defaultConfig } from "../../lib/config.ts";
 import { Logger } from "../../lib/log.ts";
@@ -209,7 +209,7 @@ Deno.test("auth: ?api_key= is accepted on /stream/* and /ws only", async () => {
     ];
     const handle = createHandler(broker, {
       routes,
-      before: [authHook(new KeyRing([{ key: FULL, scopes: 7 }]))],
+      before: [authHook(new KeyRing(parseKeyList(FULL)))],
     });
     const status = async (path: string, init: RequestInit = {}) => {
       const res = await handle(new Request(`http://ferry${path}`, init));
@@ -331,5 +331,72 @@ Deno.test("auth: a bad key setting stops start-up with one line naming it, never
     assert(err.includes(name), err);
     assert(!err.includes("secret-"), err);
     assert(!/Requires \w+ access/.test(err), `a permission error, not the setting's: ${err}`);
+  }
+});
+
+Deno.test("auth: a hashed key with a rate is held to it (429, metric by name); admin actions are audited", async () => {
+  const dataDir = await Deno.makeTempDir({ prefix: "ferry-auth-" });
+  const file = await Deno.makeTempFile({ prefix: "ferry-keys-" });
+  const keysFile = (rate: string) =>
+    `${hashedEntry("pub-secret")}:publish name=billing rate=${rate}\nadmin-secret:admin name=ops\n`;
+  await Deno.writeTextFile(file, keysFile("5/s"));
+  assert(!(await Deno.readTextFile(file)).includes("pub-secret"), "the file holds no usable key");
+  const child = await spawnBroker({ dataDir, env: { BROKER_API_KEYS_FILE: file } });
+  const pub = (body = "x") =>
+    call(child.url, "POST", "/publish/t", { body, headers: bearer("pub-secret") });
+  const admin = (method: string, path: string, json?: unknown) =>
+    call(child.url, method, path, { json, headers: bearer("admin-secret") });
+  const audits = (from: number) =>
+    child.logs.slice(from).map(parseLogLine).filter((l) => l?.msg === "audit");
+  try {
+    // A batch past a second's worth goes through once, and leaves the key in debt.
+    const batch = await call(child.url, "POST", "/publish/t/batch", {
+      json: Array.from({ length: 20 }, (_, i) => ({ payload: `m${i}` })),
+      headers: bearer("pub-secret"),
+    });
+    assertEquals(batch.status, 201, batch.text);
+    const limited = await pub();
+    assertProblem(limited, 429, "rate_limited");
+    assert(Number(limited.headers.get("retry-after")) >= 1);
+    assert(String(limited.body && (limited.body as { detail: string }).detail).includes("billing"));
+    const metrics = (await admin("GET", "/metrics")).text;
+    assert(metrics.includes('ferry_rate_limited_total{key="billing"} 1'), metrics);
+
+    let from = child.logs.length;
+    const created = await admin("POST", "/api/topics", { name: "audited" });
+    assertEquals(created.status, 201);
+    assertEquals((await admin("DELETE", "/api/topics/audited")).status, 200);
+    const denied = await call(child.url, "DELETE", "/api/queues/purge?queue=t", {
+      headers: bearer("pub-secret"),
+    });
+    assertEquals(denied.status, 403);
+    await child.logged("audit", from); // written as each answer went; the last may trail
+    for (let i = 0; i < 100 && audits(from).length < 3; i++) {
+      await new Promise((r) => setTimeout(r, 10)); // stderr is read as it comes: no event to wait on
+    }
+    assertEquals(
+      audits(from).map((a) => [a!.action, a!.key, a!.subject ?? a!.path, a!.status]),
+      [
+        ["topic.create", "ops", "audited", 201],
+        ["topic.delete", "ops", "/api/topics/audited", 200],
+        ["queue.purge", "billing", "t", 403],
+      ],
+    );
+    assertEquals(audits(from)[0]!.request_id, created.headers.get("x-request-id"));
+
+    await Deno.writeTextFile(file, keysFile("1000/s"));
+    from = child.logs.length;
+    child.kill("SIGHUP");
+    await child.logged("api keys reloaded", from);
+    await child.logged("audit", from);
+    assertEquals(audits(from).map((a) => [a!.action, a!.status]), [["keys.reload", "ok"]]);
+    assertEquals((await pub()).status, 201, "the new limit holds at once");
+    const logs = child.logs.join("\n");
+    assert(!logs.includes("pub-secret") && !logs.includes("admin-secret"), "no key in the log");
+  } finally {
+    child.kill("SIGTERM");
+    await child.exited;
+    await Deno.remove(dataDir, { recursive: true });
+    await Deno.remove(file);
   }
 });

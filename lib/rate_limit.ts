@@ -1,0 +1,100 @@
+/**
+ * @module Per-key publish limits (docs/security.md "Per-key limits"): a token bucket of messages
+ * and one of payload bytes for each key that sets `rate=` or `bytes=`. A bucket holds one
+ * second of its rate and refills continuously. A publish is admitted while neither bucket is
+ * empty and then takes what it carries, even past empty: a batch larger than a second's worth
+ * still goes through once, and the key waits that much longer after it. Refused, it learns how
+ * long until the buckets hold something again.
+ *
+ * The buckets live in one buffer, a SharedArrayBuffer when the broker runs several workers
+ * (BROKER_WORKERS), so a key's rate is the whole broker's, whichever worker its requests reach;
+ * each key's buckets are changed under a lock of their own. Installing keys (start-up, SIGHUP)
+ * fills every bucket.
+ */
+
+import type { ApiKey } from "./auth.ts";
+import { epochClock } from "./cluster/state.ts";
+
+/** Float64 fields per key: messages' tokens and last refill, bytes' tokens and last refill. */
+const FIELDS = 4;
+
+/** The limited keys of `keys`, in the order their slots are laid out. */
+function limited(keys: readonly ApiKey[]): ApiKey[] {
+  return keys.filter((k) =>
+    k.limits.messagesPerSecond !== undefined || k.limits.bytesPerSecond !== undefined
+  );
+}
+
+/** Every limited key's buckets, by key name. */
+export class RateLimiter {
+  #slots = new Map<string, { index: number; key: ApiKey }>();
+  #state: Float64Array<ArrayBufferLike> = new Float64Array(0);
+  #locks: Int32Array<ArrayBufferLike> = new Int32Array(0);
+
+  constructor(readonly clock: () => number = epochClock) {}
+
+  /**
+   * The buckets of `keys`, full, in a buffer every worker can share (`replace(keys, buffer)`);
+   * a plain one when `shared` is false.
+   */
+  static buffer(
+    keys: readonly ApiKey[],
+    now: number = epochClock(),
+    shared = true,
+  ): SharedArrayBuffer | ArrayBuffer {
+    const n = limited(keys).length;
+    const bytes = n * FIELDS * 8 + n * 4;
+    const buffer = shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes);
+    const state = new Float64Array(buffer, 0, n * FIELDS);
+    limited(keys).forEach((k, i) => {
+      state.set([k.limits.messagesPerSecond ?? 0, now, k.limits.bytesPerSecond ?? 0, now], i * 4);
+    });
+    return buffer;
+  }
+
+  /**
+   * Takes the limits of `keys` and their buckets: `buffer` as `RateLimiter.buffer(keys)` made
+   * it (shared by the workers), or a fresh one of this limiter's own.
+   */
+  replace(keys: readonly ApiKey[], buffer?: SharedArrayBuffer | ArrayBuffer): void {
+    const list = limited(keys);
+    const b = buffer ?? RateLimiter.buffer(keys, this.clock(), false);
+    this.#state = new Float64Array(b, 0, list.length * FIELDS);
+    this.#locks = new Int32Array(b, list.length * FIELDS * 8, list.length);
+    this.#slots = new Map(list.map((key, index) => [key.name, { index, key }]));
+  }
+
+  /**
+   * Admits a publish of `messages` carrying `bytes` by key `name`: 0 when admitted (and taken
+   * from its buckets), else the ms to wait before one can be.
+   */
+  admit(name: string, messages: number, bytes: number): number {
+    const slot = this.#slots.get(name);
+    if (!slot) return 0;
+    const { messagesPerSecond: m, bytesPerSecond: y } = slot.key.limits;
+    const at = slot.index * FIELDS;
+    const locks = this.#locks;
+    // Held for a few arithmetic steps: another worker admitting the same key spins that long.
+    while (Atomics.compareExchange(locks, slot.index, 0, 1) !== 0) { /* spin */ }
+    try {
+      const now = this.clock();
+      const mWait = m === undefined ? 0 : this.#refill(at, m, now);
+      const yWait = y === undefined ? 0 : this.#refill(at + 2, y, now);
+      if (mWait > 0 || yWait > 0) return Math.max(mWait, yWait);
+      if (m !== undefined) this.#state[at] = this.#state[at]! - messages;
+      if (y !== undefined) this.#state[at + 2] = this.#state[at + 2]! - bytes;
+      return 0;
+    } finally {
+      Atomics.store(locks, slot.index, 0);
+    }
+  }
+
+  /** Refills the bucket at `i` (tokens, then its last refill) to `now`; ms until it is not empty. */
+  #refill(i: number, rate: number, now: number): number {
+    const s = this.#state;
+    const tokens = Math.min(rate, s[i]! + Math.max(0, now - s[i + 1]!) / 1000 * rate);
+    s[i] = tokens;
+    s[i + 1] = Math.max(now, s[i + 1]!);
+    return tokens > 0 ? 0 : (-tokens / rate) * 1000 + 1;
+  }
+}
