@@ -20,6 +20,7 @@ import { type ChooserOptions, type Readiness, SyncChooser } from "./lib/cluster/
 import { Etcd } from "./net/etcd.ts";
 import { ReplicaClient } from "./net/leader_link.ts";
 import { fetchSender } from "./net/webhook_sender.ts";
+import { EgressPolicy } from "./lib/push/egress.ts";
 import { exposedGc, IdleGc } from "./lib/memory/idle_gc.ts";
 import { RateLimiter } from "./lib/rate_limit.ts";
 
@@ -124,7 +125,7 @@ export async function openRuntime(
     ...open,
     log,
     onFsync: metrics.observeFsync,
-    send: fetchSender(),
+    ...fetchSender({ policy: new EgressPolicy(config.webhookDeny, config.webhookAllow) }),
     onWebhookPost: metrics.observeWebhook,
     joinCluster: config.clusterEtcd.length > 0
       ? (b) => joinCluster(config, b, log, report)

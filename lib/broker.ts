@@ -46,6 +46,7 @@ import {
   Pushers,
   type WebhookSend,
   type WebhookStatus,
+  type WebhookVet,
 } from "./push/webhook_pusher.ts";
 import * as webhooks from "./push/webhook_registry.ts";
 import type { Webhook } from "./push/webhook_registry.ts";
@@ -83,6 +84,8 @@ export interface OpenOptions {
   openWal?: OpenWal;
   /** Sends webhook POSTs (runtime.ts: fetch); without it no webhook is pushed to. */
   send?: WebhookSend;
+  /** Checks a webhook URL's target against the egress policy as it is registered. */
+  vet?: WebhookVet;
   /** Hears how long each webhook POST took, in seconds. */
   onWebhookPost?: (topic: string, seconds: number) => void;
   /**
@@ -128,6 +131,7 @@ export class Broker implements BrokerContext {
   readonly #alarm: Alarm;
   #closed = false;
   #lock: DataDirLock | undefined;
+  readonly #vet: WebhookVet | undefined;
   readonly #onDrain = new Set<() => void>();
   /** Stable id of this node, kept in the data dir (a new one per process with `:memory:`). */
   nodeId = "";
@@ -140,6 +144,7 @@ export class Broker implements BrokerContext {
     this.now = opts.clock ?? Date.now;
     this.log = opts.log ?? silentLogger;
     this.shard = opts.shard?.shard;
+    this.#vet = opts.vet;
     this.startedAt = this.now();
     // Without a file every payload stays in memory: there is nowhere else to read it from.
     const cache = config.dataDir === ":memory:" ? Infinity : config.payloadCacheBytes;
@@ -415,6 +420,13 @@ export class Broker implements BrokerContext {
   /** Registers a webhook on a topic and starts pushing to it. */
   async registerWebhook(name: string, url: string, secret?: string): Promise<Webhook> {
     this.#gate();
+    const refused = await this.#vet?.(url);
+    if (refused) {
+      throw new BrokerError(
+        "invalid_parameter",
+        `Cannot register a webhook to ${url.slice(0, 200)}: the target is refused: ${refused}`,
+      );
+    }
     const w = await webhooks.register(this, name, url, secret);
     this.pushers?.sync(w.topic);
     return w;

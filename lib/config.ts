@@ -3,6 +3,7 @@
  * settings are read once by loadConfig() from the environment and flags into a Config.
  */
 
+import { parseCidrList } from "./push/egress.ts";
 import { formatDuration, parseDuration } from "./duration.ts";
 
 /** Largest publish body; above it the broker answers 413. */
@@ -62,6 +63,10 @@ export interface Config {
   webhookRetryScheduleMs: number[];
   /** POSTs one webhook may have in flight at once. */
   webhookConcurrency: number;
+  /** Address ranges webhooks may not reach (lib/push/egress.ts), comma-separated. */
+  webhookDeny: string;
+  /** When set, the only address ranges webhooks may reach. */
+  webhookAllow: string;
   logLevel: LogLevel;
   accessLog: boolean;
   /** A WAL file is rewritten once it holds this many times more records than live state. */
@@ -247,6 +252,27 @@ export const SETTINGS: readonly Setting[] = [
     def: "4",
     help: "POSTs one webhook may have in flight at once (1 keeps publish order)",
     apply: (c, v) => c.webhookConcurrency = int("BROKER_WEBHOOK_CONCURRENCY", v, 1, 100),
+  },
+  {
+    env: "BROKER_WEBHOOK_DENY",
+    flag: "--webhook-deny",
+    def: "",
+    help: "address ranges webhooks may not reach (10.0.0.0/8,fd00::/8); link-local and metadata " +
+      "addresses are refused anyway",
+    apply: (c, v) => {
+      parseCidrList(v, "BROKER_WEBHOOK_DENY");
+      c.webhookDeny = v;
+    },
+  },
+  {
+    env: "BROKER_WEBHOOK_ALLOW",
+    flag: "--webhook-allow",
+    def: "",
+    help: "when set, the only address ranges webhooks may reach",
+    apply: (c, v) => {
+      parseCidrList(v, "BROKER_WEBHOOK_ALLOW");
+      c.webhookAllow = v;
+    },
   },
   {
     env: "BROKER_LOG_LEVEL",

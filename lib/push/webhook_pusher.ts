@@ -33,14 +33,23 @@ export const PROBE_FIRST_MS = 1_000;
 /** Longest wait between probes. */
 export const PROBE_MAX_MS = 5 * 60_000;
 
-/** What sending one POST gave: a status and the start of the answer, or a failure. */
-export type SendResult = { status: number; answer: string } | { error: string };
+/**
+ * What sending one POST gave: a status and the start of the answer, a failure, or a refusal of
+ * the target by the egress policy (lib/push/egress.ts: nothing was sent).
+ */
+export type SendResult =
+  | { status: number; answer: string }
+  | { error: string }
+  | { refused: string };
 
 /** Sends one POST (fetch with a 15 s timeout in production); never throws. */
 export type WebhookSend = (
   url: string,
   init: { headers: Record<string, string>; body: Uint8Array },
 ) => Promise<SendResult>;
+
+/** Why a webhook URL may not be registered (its host resolves to a refused address), if so. */
+export type WebhookVet = (url: string) => Promise<string | undefined>;
 
 /** One POST, for the attempts log. */
 export interface Attempt {
@@ -156,7 +165,11 @@ class Pusher extends PushConsumer {
       status,
       latencyMs,
       answer: "answer" in result ? result.answer.slice(0, ANSWER_CHARS) : "",
-      error: "error" in result ? result.error : undefined,
+      error: "error" in result
+        ? result.error
+        : "refused" in result
+        ? `target refused: ${result.refused}`
+        : undefined,
       outcome: outcome ?? "retried",
     });
     if (this.attempts.length > ATTEMPTS_KEPT) this.attempts.pop();
@@ -183,8 +196,14 @@ class Pusher extends PushConsumer {
       this.owner.gone(this.hook.id);
       return "gone";
     } else {
-      const reason = "status" in result ? `HTTP ${result.status}` : result.error;
-      outcome = this.#retry(topic, g, d, reason, now);
+      // A refused target is dead-lettered at once: the policy refuses every retry alike.
+      const refused = "refused" in result;
+      const reason = "status" in result
+        ? `HTTP ${result.status}`
+        : "error" in result
+        ? result.error
+        : `webhook target refused: ${result.refused}`;
+      outcome = this.#retry(topic, g, d, reason, now, refused);
       this.failures++;
       if (this.probeAt === Infinity) this.#pause(now, reason, true);
       else if (this.probeAt === undefined && this.failures >= PAUSE_AFTER_FAILURES) {
@@ -231,11 +250,18 @@ class Pusher extends PushConsumer {
     return this.probeAt !== undefined;
   }
 
-  #retry(topic: Topic, g: Group, d: Delivery, reason: string, now: number): Outcome {
+  #retry(
+    topic: Topic,
+    g: Group,
+    d: Delivery,
+    reason: string,
+    now: number,
+    final = false,
+  ): Outcome {
     const retry = d.retryCount + 1;
     const schedule = this.owner.settings.retryScheduleMs;
     topic.counters.requeued++;
-    if (retry > schedule.length) {
+    if (final || retry > schedule.length) {
       const dlq = this.owner.ctx.getTopic(dlqName(topic.name));
       deadLetter(this.owner.ctx, topic, g, d, dlq, retry, reason, now).catch(() => {});
       return "dead_lettered";

@@ -1,5 +1,6 @@
 import { assert, assertEquals } from "../_support/assert.ts";
 import { fetchSender } from "../../net/webhook_sender.ts";
+import { EgressPolicy } from "../../lib/push/egress.ts";
 
 const body = new TextEncoder().encode("hello");
 
@@ -12,7 +13,7 @@ Deno.test("fetchSender() reports the status and the first 1 KiB of the answer; n
         : new Response("x".repeat(5000), { status: 202 }),
   );
   try {
-    const send = fetchSender();
+    const { send } = fetchSender();
     const ok = await send(`http://127.0.0.1:${server.addr.port}/hook`, { headers: {}, body });
     assertEquals(ok, { status: 202, answer: "x".repeat(1024) });
     const moved = await send(`http://127.0.0.1:${server.addr.port}/moved`, { headers: {}, body });
@@ -29,10 +30,13 @@ Deno.test("fetchSender() gives up on an endpoint that does not answer in time", 
     () => never.promise,
   );
   try {
-    const result = await fetchSender(100)(`http://127.0.0.1:${server.addr.port}/slow`, {
-      headers: {},
-      body,
-    });
+    const result = await fetchSender({ timeoutMs: 100 }).send(
+      `http://127.0.0.1:${server.addr.port}/slow`,
+      {
+        headers: {},
+        body,
+      },
+    );
     assertEquals(result, { error: "no answer within 0.1 s" });
   } finally {
     never.resolve(new Response(null, { status: 204 }));
@@ -44,6 +48,38 @@ Deno.test("fetchSender() reports a refused connection as an error", async () => 
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (l.addr as Deno.NetAddr).port;
   l.close();
-  const result = await fetchSender()(`http://127.0.0.1:${port}/`, { headers: {}, body });
+  const result = await fetchSender().send(`http://127.0.0.1:${port}/`, { headers: {}, body });
   assert("error" in result && result.error.length > 0, JSON.stringify(result));
+});
+
+Deno.test("fetchSender() checks every address a name resolves to, then connects to one it checked", async () => {
+  const hosts: string[] = [];
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (req) => {
+    hosts.push(req.headers.get("host")!);
+    return new Response(null, { status: 204 });
+  });
+  const port = server.addr.port;
+  // A resolver of our own: "receiver.test" is 127.0.0.1; "sneaky.test" also answers metadata.
+  const answers: Record<string, string[]> = {
+    "receiver.test": ["127.0.0.1"],
+    "sneaky.test": ["127.0.0.1", "169.254.169.254"],
+  };
+  const resolve = (host: string) => Promise.resolve(answers[host] ?? []);
+  const { send, vet } = fetchSender({ policy: new EgressPolicy(), resolve });
+  try {
+    const ok = await send(`http://receiver.test:${port}/hook`, { headers: {}, body });
+    assertEquals("status" in ok && ok.status, 204, JSON.stringify(ok));
+    assertEquals(hosts, [`receiver.test:${port}`], "the URL's host, over a checked address");
+    const refused = await send(`http://sneaky.test:${port}/hook`, { headers: {}, body });
+    assert("refused" in refused && refused.refused.startsWith("169.254.169.254"));
+    assertEquals(hosts.length, 1, "nothing sent to a refused name");
+    assert((await vet(`http://sneaky.test:${port}/`))?.includes("metadata"));
+    assertEquals(await vet(`http://receiver.test:${port}/`), undefined);
+    assert((await vet("http://169.254.169.254/latest/meta-data/")) !== undefined);
+    const denied = fetchSender({ policy: new EgressPolicy("127.0.0.0/8") });
+    const r = await denied.send(`http://127.0.0.1:${port}/hook`, { headers: {}, body });
+    assert("refused" in r && r.refused.includes("BROKER_WEBHOOK_DENY (127.0.0.0/8)"));
+  } finally {
+    await server.shutdown();
+  }
 });
