@@ -52,10 +52,12 @@ async function startWorkers(config: Config, log: Logger, underDenoServe: boolean
   }
   const denied = runtime.permissionProblem(config);
   if (denied) fail(1, denied);
-  await runtime.readKeys(config).catch((e: Error): never => {
-    if (e instanceof ConfigError) fail(2, e.message);
-    throw e;
-  });
+  for (const read of [runtime.readKeys, runtime.readTls]) {
+    await read(config).catch((e: Error): never => {
+      if (e instanceof ConfigError) fail(2, e.message);
+      throw e;
+    });
+  }
   return await supervise(config, log).catch((e: Error): never => {
     if (e instanceof DataDirInUseError) fail(1, e.message);
     log.error("cannot start", { error: e.message });
@@ -110,6 +112,9 @@ export async function run(config: Config, rt: runtime.Runtime, log: Logger): Pro
     if (!(e instanceof ListenError)) throw e;
     fail(1, e.message);
   }
+  Deno.addSignalListener("SIGHUP", () => {
+    runtime.reloadTls(config, log, (tls) => server.replaceTls(tls));
+  });
   const member = rt.broker.member;
   member?.start(); // now that the node's URL is known
   await server.finished; // only shutDown() shuts the server down
@@ -136,6 +141,9 @@ if (import.meta.main) {
     fail(2, e.message);
   }
   const log = new Logger(config.logLevel);
+  if (underDenoServe && (config.tlsCert || config.tlsKey)) {
+    fail(2, "BROKER_TLS_CERT: deno serve listens itself, without them; use deno task start");
+  }
   if (config.workers > 1) await startWorkers(config, log, underDenoServe);
   const rt = await start(config, log);
   reloadKeysOnHangup(config, rt, log);

@@ -32,6 +32,8 @@ export interface Runtime {
   keys: KeyRing;
   /** The keys' publish limits. */
   limiter: RateLimiter;
+  /** The certificate and key the broker serves HTTPS with; undefined: plain HTTP. */
+  tls: TlsMaterial | undefined;
 }
 
 /** Installs a new key list and its limits (SIGHUP); a worker gets the shared buckets too. */
@@ -66,6 +68,74 @@ export async function readKeys(config: Config): Promise<ApiKey[]> {
   return keys;
 }
 
+/** A certificate chain and its private key, in PEM, as Deno.serve takes them. */
+export interface TlsMaterial {
+  cert: string;
+  key: string;
+}
+
+/**
+ * The certificate and key of BROKER_TLS_CERT and BROKER_TLS_KEY, or undefined when neither is
+ * set. A ConfigError names the setting: one set without the other, a file that cannot be read,
+ * no certificate or no key in it, or a key that is not the certificate's. The pair is tried on a
+ * loopback listener of its own, so what Deno.serve would refuse is caught here.
+ */
+export async function readTls(config: Config): Promise<TlsMaterial | undefined> {
+  const { tlsCert, tlsKey } = config;
+  if (!tlsCert && !tlsKey) return undefined;
+  if (!tlsCert || !tlsKey) {
+    throw new ConfigError("BROKER_TLS_CERT and BROKER_TLS_KEY go together: set both, or neither");
+  }
+  const read = async (setting: string, path: string) => {
+    try {
+      return await Deno.readTextFile(path);
+    } catch (e) {
+      throw new ConfigError(`${setting}: cannot read "${path}": ${(e as Error).message}`);
+    }
+  };
+  const tls = {
+    cert: await read("BROKER_TLS_CERT", tlsCert),
+    key: await read("BROKER_TLS_KEY", tlsKey),
+  };
+  try {
+    Deno.listenTls({ hostname: "127.0.0.1", port: 0, ...tls }).close();
+  } catch (e) {
+    const why = (e as Error).message;
+    const setting = /certificate/i.test(why)
+      ? `BROKER_TLS_CERT "${tlsCert}"`
+      : /mismatch|consistent/i.test(why)
+      ? "BROKER_TLS_CERT and BROKER_TLS_KEY"
+      : /key/i.test(why)
+      ? `BROKER_TLS_KEY "${tlsKey}"`
+      : "BROKER_TLS_CERT and BROKER_TLS_KEY";
+    throw new ConfigError(`${setting}: not a usable PEM certificate and key: ${why}`);
+  }
+  return tls;
+}
+
+/**
+ * SIGHUP's second half: reads the certificate and key again and hands them to `replace` (each
+ * listener's `replaceTls`); a bad pair keeps the ones in use. Logs the outcome and its audit line.
+ */
+export async function reloadTls(
+  config: Config,
+  log: Logger,
+  replace: (tls: TlsMaterial) => Promise<void> | void,
+): Promise<void> {
+  if (!config.tlsCert) return;
+  try {
+    await replace((await readTls(config))!);
+  } catch (e) {
+    log.error("tls certificate not reloaded; the previous one stays in use", {
+      error: (e as Error).message,
+    });
+    log.audit({ action: "tls.reload", key: null, via: "SIGHUP", status: "refused" });
+    return;
+  }
+  log.info("tls certificate reloaded", { cert: config.tlsCert });
+  log.audit({ action: "tls.reload", key: null, via: "SIGHUP", status: "ok" });
+}
+
 /**
  * What keeps this process from the paths the settings name, as Deno's permissions stand (the
  * data dir to read and write, the keys file to read): one line naming the setting and the fix,
@@ -82,10 +152,17 @@ export function permissionProblem(config: Config): string | undefined {
         `deno task start, or add --allow-read=${dir} --allow-write=${dir}`;
     }
   }
-  const keys = config.apiKeysFile;
-  if (keys && denied("read", keys)) {
-    return `cannot read BROKER_API_KEYS_FILE "${keys}": permission denied by Deno; run with ` +
-      `deno task start, or add --allow-read=${keys}`;
+  for (
+    const [setting, path] of [
+      ["BROKER_API_KEYS_FILE", config.apiKeysFile],
+      ["BROKER_TLS_CERT", config.tlsCert],
+      ["BROKER_TLS_KEY", config.tlsKey],
+    ]
+  ) {
+    if (path && denied("read", path)) {
+      return `cannot read ${setting} "${path}": permission denied by Deno; run with ` +
+        `deno task start, or add --allow-read=${path}`;
+    }
   }
   return undefined;
 }
@@ -96,6 +173,8 @@ export interface FromSupervisor {
   keys: WorkerKeys;
   /** Its shard reports its followers here (cluster mode). */
   report?: (r: Readiness) => void;
+  /** The certificate and key, read once by the supervisor. */
+  tls: TlsMaterial | undefined;
 }
 
 /** Keys as they reach a worker: the list, and the buckets `RateLimiter.buffer` made of it. */
@@ -117,6 +196,7 @@ export async function openRuntime(
   given: Partial<FromSupervisor> = {},
 ): Promise<Runtime> {
   const keys = new KeyRing(given.keys?.list ?? await readKeys(config));
+  const tls = "tls" in given ? given.tls : await readTls(config);
   const limiter = new RateLimiter();
   limiter.replace(keys.keys, given.keys?.limits);
   const report = given.report;
@@ -132,7 +212,7 @@ export async function openRuntime(
       : undefined,
   });
   metrics.attach(broker);
-  return { broker, metrics, keys, limiter };
+  return { broker, metrics, keys, limiter, tls };
 }
 
 /**

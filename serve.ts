@@ -13,7 +13,7 @@ import type { Shards } from "./routes/shards.ts";
 import type { Broker } from "./lib/broker.ts";
 import type { RecoveryReport } from "./lib/storage/recovery.ts";
 import type { BrokerApi, MetricsSource } from "./lib/api.ts";
-import { appOptions, authEnabled, type Runtime } from "./runtime.ts";
+import { appOptions, authEnabled, type Runtime, type TlsMaterial } from "./runtime.ts";
 
 /** Where the broker listens; port 0 picks a free one. Workers share the port (`reusePort`). */
 export type Address = { hostname: string; port: number; reusePort?: boolean };
@@ -50,17 +50,20 @@ export interface ShardServe {
  * and throws a ListenError.
  */
 export function serve(config: Config, rt: Runtime, log: Logger, shard?: ShardServe): Listener {
-  const { broker } = rt;
+  const { broker, tls } = rt;
   if (shard) {
     const addr = { hostname: config.host, port: shard.port, reusePort: true };
-    return listen(addr, shard.handler, log, ({ port }) => shard.onListening(port));
+    return listen(addr, shard.handler, log, ({ port }) => shard.onListening(port), tls);
   }
   const onListen = ({ hostname, port }: Deno.NetAddr) => {
-    if (broker.cluster && !config.advertiseUrl) broker.cluster.url = `http://${hostname}:${port}`;
+    if (broker.cluster && !config.advertiseUrl) {
+      broker.cluster.url = `${tls ? "https" : "http"}://${hostname}:${port}`;
+    }
     log.info("listening", listeningFields(config, hostname, port, broker.recovery));
   };
-  const addr = { hostname: config.host, port: config.port };
-  return listen(addr, brokerHandler(config, rt, log), log, onListen);
+  // With TLS the port is shared (reusePort), so new certificates can take over (`replaceTls`).
+  const addr = { hostname: config.host, port: config.port, reusePort: tls !== undefined };
+  return listen(addr, brokerHandler(config, rt, log), log, onListen, tls);
 }
 
 /** How long a shutdown waits for in-flight requests before closing anyway. */
@@ -104,6 +107,7 @@ export function listeningFields(
     messages: recovery.messages,
     recovery_ms: recovery.duration_ms,
     auth: authEnabled(config),
+    tls: config.tlsCert !== "",
   };
 }
 
@@ -117,10 +121,11 @@ function listen(
   handler: Deno.ServeHandler,
   log: Logger,
   onListen: (addr: Deno.NetAddr) => void,
+  tls?: TlsMaterial,
 ): Listener {
   let server: Deno.HttpServer;
   try {
-    server = Deno.serve({ ...addr, onListen }, handler);
+    server = Deno.serve({ ...addr, ...tls, onListen }, handler);
   } catch (e) {
     const error = (e as Error).message;
     log.error("cannot listen", { address: addr.hostname, port: addr.port, error });
@@ -131,6 +136,7 @@ function listen(
     { ...addr, port: (server.addr as Deno.NetAddr).port },
     handler,
     log,
+    tls,
   );
 }
 
@@ -143,24 +149,44 @@ export class Listener {
   #stopping = false;
   /** Resolves once the server has shut down for good (only `shutdown()` does that). */
   readonly finished: Promise<void>;
+  /** Servers that new certificates replaced, finishing the connections they hold. */
+  readonly #retiring = new Set<Deno.HttpServer>();
 
   constructor(
     public server: Deno.HttpServer,
     readonly addr: Address,
     readonly handler: Deno.ServeHandler,
     readonly log: Logger,
+    public tls?: TlsMaterial,
   ) {
     this.finished = this.#watch();
+  }
+
+  /**
+   * Serves `tls` from now on without dropping a connection: a server with the new certificate
+   * binds the same port (reusePort) and takes the new connections, while the old one stops
+   * accepting and finishes the connections it holds (a stream, a socket: until they end).
+   */
+  replaceTls(tls: TlsMaterial): void {
+    const next = Deno.serve({ ...this.addr, ...tls, onListen: () => {} }, this.handler);
+    const old = this.server;
+    this.tls = tls;
+    this.server = next;
+    this.#retiring.add(old);
+    old.shutdown().finally(() => this.#retiring.delete(old));
   }
 
   async #watch(): Promise<void> {
     let waitMs = RELISTEN_FIRST_MS;
     while (true) {
+      const current = this.server;
       try {
-        await this.server.finished;
+        await current.finished;
+        if (this.server !== current) continue; // replaced (new certificates): watch the new one
         return;
       } catch (e) {
         if (this.#stopping) return;
+        if (this.server !== current) continue;
         this.log.error("stopped accepting connections; listening again", {
           error: (e as Error).message,
           retry_ms: waitMs,
@@ -170,7 +196,10 @@ export class Listener {
         await new Promise((res) => setTimeout(res, waitMs));
         waitMs = Math.min(waitMs * 2, RELISTEN_MAX_MS);
         try {
-          this.server = Deno.serve({ ...this.addr, onListen: () => {} }, this.handler);
+          this.server = Deno.serve(
+            { ...this.addr, ...this.tls, onListen: () => {} },
+            this.handler,
+          );
           this.log.info("listening again", this.addr);
           waitMs = RELISTEN_FIRST_MS;
           break;
@@ -183,9 +212,9 @@ export class Listener {
   }
 
   /** Stops accepting and waits for the requests under way. */
-  shutdown(): Promise<void> {
+  async shutdown(): Promise<void> {
     this.#stopping = true;
-    return this.server.shutdown();
+    await Promise.all([this.server, ...this.#retiring].map((s) => s.shutdown()));
   }
 }
 

@@ -15,7 +15,7 @@ import type { Logger } from "./lib/log.ts";
 import { loadNodeId } from "./lib/node_id.ts";
 import { SharedFigures } from "./lib/shard.ts";
 import { DataDirLock } from "./lib/storage/data_dir_lock.ts";
-import { nodeElection, readKeys, workerKeys } from "./runtime.ts";
+import { nodeElection, readKeys, readTls, reloadTls, workerKeys } from "./runtime.ts";
 import { listeningFields, SHUTDOWN_GRACE_MS } from "./serve.ts";
 import type { FromWorker, ToWorker } from "./worker.ts";
 
@@ -70,6 +70,7 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
     : await DataDirLock.acquire(config.dataDir);
   const nodeId = await loadNodeId(config.dataDir); // read once, for every worker
   const keys = workerKeys(await readKeys(config)); // read once too: one layout of the buckets
+  const tls = await readTls(config);
   const figures = SharedFigures.buffer(count);
   const peers: (MessagePort | null)[][] = Array.from({ length: count }, () => []);
   for (let i = 0; i < count; i++) {
@@ -89,7 +90,7 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
   for (const w of workers) {
     const ports = peers[w.index]!;
     w.send(
-      { t: "init", index: w.index, count, config, nodeId, keys, figures, peers: ports },
+      { t: "init", index: w.index, count, config, nodeId, keys, tls, figures, peers: ports },
       ports.filter((p): p is MessagePort => p !== null),
     );
   }
@@ -163,6 +164,15 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
     }));
     log.info("api keys reloaded", { keys: fresh.list.length, file: config.apiKeysFile });
     log.audit({ action: "keys.reload", key: null, via: "SIGHUP", status: "ok" });
+  });
+  Deno.addSignalListener("SIGHUP", () => {
+    reloadTls(config, log, async (tls) => {
+      await Promise.all(workers.map((w) => {
+        const replaced = w.next("tls-replaced");
+        w.send({ t: "tls", tls });
+        return replaced;
+      }));
+    });
   });
 
   log.info("listening", {

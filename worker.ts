@@ -14,7 +14,13 @@ import { SharedFigures } from "./lib/shard.ts";
 import { Answerer, shardedBroker } from "./lib/remote_broker.ts";
 import { WorkerLink } from "./net/worker_link.ts";
 import type { Shards } from "./routes/shards.ts";
-import { openRuntime, replaceKeys, type Runtime, type WorkerKeys } from "./runtime.ts";
+import {
+  openRuntime,
+  replaceKeys,
+  type Runtime,
+  type TlsMaterial,
+  type WorkerKeys,
+} from "./runtime.ts";
 import type { StateView } from "./lib/cluster/state.ts";
 import type { Readiness } from "./lib/cluster/sync.ts";
 import { brokerHandler, type Listener, serve, stopServing } from "./serve.ts";
@@ -31,6 +37,8 @@ export type ToWorker =
     nodeId: string;
     /** The API keys, read once by the supervisor, and their limits' shared buckets. */
     keys: WorkerKeys;
+    /** The certificate and key to serve HTTPS with, read once by the supervisor. */
+    tls: TlsMaterial | undefined;
     figures: SharedArrayBuffer;
     /** A port to each other worker, by index (null at this worker's own). */
     peers: (MessagePort | null)[];
@@ -42,6 +50,8 @@ export type ToWorker =
   | { t: "standbys"; peers: string[]; generation: number; term: number }
   /** The API keys the supervisor read again (SIGHUP), and fresh buckets for their limits. */
   | { t: "keys"; keys: WorkerKeys }
+  /** New certificates the supervisor read (SIGHUP): served from now on, no connection dropped. */
+  | { t: "tls"; tls: TlsMaterial }
   | { t: "shutdown"; graceMs: number };
 
 /** What a worker tells the supervisor. */
@@ -51,6 +61,7 @@ export type FromWorker =
   | { t: "failed"; message: string }
   | { t: "stopped"; inFlightFinished: boolean }
   | { t: "keys-replaced" }
+  | { t: "tls-replaced" }
   /** Cluster mode: this shard's followers, for the node's chooser. */
   | { t: "sync"; report: Readiness }
   /** Cluster mode: whether this worker can write its WAL (the node campaigns only if all can). */
@@ -74,6 +85,9 @@ self.onmessage = async (e: MessageEvent<ToWorker>) => {
     else if (m.t === "cluster") rt!.broker.cluster!.mirror(m.view);
     else if (m.t === "standbys") {
       rt!.broker.replicator!.useStandbys(m.peers, m.generation, m.term);
+    } else if (m.t === "tls") {
+      server!.replaceTls(m.tls);
+      tell({ t: "tls-replaced" });
     } else if (m.t === "keys") {
       replaceKeys(rt!, m.keys.list, m.keys.limits);
       tell({ t: "keys-replaced" });
@@ -94,6 +108,7 @@ async function init(m: Extract<ToWorker, { t: "init" }>): Promise<void> {
     { shard: { shard, figures: new SharedFigures(m.figures, shard) }, nodeId: m.nodeId },
     {
       keys: m.keys,
+      tls: m.tls,
       report: clustered ? (report) => tell({ t: "sync", report }) : undefined,
     },
   );

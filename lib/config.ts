@@ -60,6 +60,9 @@ export interface Config {
   apiKeys: string;
   /** Optional file of `key[:scope,scope]` lines, re-read on SIGHUP. */
   apiKeysFile: string;
+  /** PEM certificate chain and private key files: with both, the broker serves HTTPS and WSS. */
+  tlsCert: string;
+  tlsKey: string;
   webhookRetryScheduleMs: number[];
   /** POSTs one webhook may have in flight at once. */
   webhookConcurrency: number;
@@ -235,6 +238,35 @@ export const SETTINGS: readonly Setting[] = [
     def: "",
     help: "file with one key[:scope,scope] per line, re-read on SIGHUP",
     apply: (c, v) => c.apiKeysFile = v,
+  },
+  {
+    env: "BROKER_TLS_CERT",
+    flag: "--tls-cert",
+    def: "",
+    help:
+      "PEM certificate chain file; with BROKER_TLS_KEY the broker serves HTTPS (re-read on SIGHUP)",
+    apply: (c, v) => c.tlsCert = v,
+  },
+  {
+    env: "BROKER_TLS_KEY",
+    flag: "--tls-key",
+    def: "",
+    help: "PEM private key file of BROKER_TLS_CERT",
+    apply: (c, v) => c.tlsKey = v,
+  },
+  {
+    env: "BROKER_TLS_CLIENT_CA",
+    flag: "--tls-client-ca",
+    def: "",
+    help: "not supported: Deno's TLS listener cannot verify client certificates (docs/security.md)",
+    apply: (_c, v) => {
+      if (v !== "") {
+        throw new Error(
+          "BROKER_TLS_CLIENT_CA: Deno's TLS listener can neither ask for nor verify client " +
+            "certificates; terminate mutual TLS in a proxy in front (docs/security.md, Mutual TLS)",
+        );
+      }
+    },
   },
   {
     env: "BROKER_WEBHOOK_RETRY_SCHEDULE",

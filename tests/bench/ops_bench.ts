@@ -33,6 +33,7 @@ async function handler(hooks: boolean) {
     metrics: new Metrics().attach(broker),
     keys: new KeyRing(parseKeyList(KEY)),
     limiter: new RateLimiter(),
+    tls: undefined,
   };
   return createHandler(broker, appOptions(config, silentLogger, rt));
 }
