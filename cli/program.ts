@@ -29,7 +29,8 @@ const LONG_RUNNING = new Set(["tail", "consume"]);
 const MAX_LIMIT = 1000;
 
 const HELP_AFTER = `
-Settings: --url, else FERRY_URL, else ${DEFAULT_URL}; --api-key, else FERRY_API_KEY.
+Settings: --url, else FERRY_URL, else ${DEFAULT_URL}; --api-key, else FERRY_API_KEY;
+--cacert, else FERRY_CACERT.
 With --json every command prints one JSON document (tail and consume --follow: one JSON
 object per line); notices and errors go to stderr.
 Exit codes: 0 ok, 1 the broker refused (its reason on stderr), 2 usage error, 3 cannot connect.
@@ -54,7 +55,9 @@ export async function run(argv: string[], env: Env = processEnv): Promise<number
   let listening = false;
   try {
     const program = buildProgram((cmd) => {
-      const flags = cmd.optsWithGlobals<{ url?: string; apiKey?: string; json?: boolean }>();
+      const flags = cmd.optsWithGlobals<
+        { url?: string; apiKey?: string; json?: boolean; cacert?: string }
+      >();
       const settings = resolveSettings(flags, env);
       url = settings.url;
       if (LONG_RUNNING.has(cmd.name())) {
@@ -66,6 +69,7 @@ export async function run(argv: string[], env: Env = processEnv): Promise<number
           url,
           settings.apiKey,
           flags.apiKey !== undefined ? "--api-key" : "FERRY_API_KEY",
+          settings.caFile,
         ),
         out: Output.forProcess(settings.json),
         settings,
@@ -92,10 +96,33 @@ export async function run(argv: string[], env: Env = processEnv): Promise<number
   }
 }
 
-/** The client, or a usage error naming where an API key no header can carry came from. */
-function client(url: string, apiKey: string | undefined, source: string): Ferry {
+/**
+ * The client, or a usage error naming where an API key no header can carry came from, or a CA
+ * file that cannot be used.
+ */
+function client(
+  url: string,
+  apiKey: string | undefined,
+  source: string,
+  caFile: { path: string; source: string } | undefined,
+): Ferry {
+  let fetchOptions: Record<string, unknown> | undefined;
+  if (caFile) {
+    let pem: string;
+    try {
+      pem = Deno.readTextFileSync(caFile.path);
+    } catch (e) {
+      throw usage(`Cannot read ${caFile.source} "${caFile.path}": ${(e as Error).message}`);
+    }
+    try {
+      fetchOptions = { client: Deno.createHttpClient({ caCerts: [pem] }) };
+    } catch (e) {
+      const why = (e as Error).message;
+      throw usage(`${caFile.source} "${caFile.path}" holds no usable PEM certificate: ${why}`);
+    }
+  }
   try {
-    return new Ferry({ url, apiKey, timeoutMs: REQUEST_TIMEOUT_MS });
+    return new Ferry({ url, apiKey, timeoutMs: REQUEST_TIMEOUT_MS, fetchOptions });
   } catch (e) {
     if (e instanceof FerryUsageError) throw usage(`Invalid ${source}: ${e.reason}`);
     throw e;
@@ -130,6 +157,7 @@ export function buildProgram(makeCtx: MakeCtx): Command {
     .version(cliConfig.version, "-V, --version")
     .option("--url <url>", `broker address (env FERRY_URL, default ${DEFAULT_URL})`)
     .option("--api-key <key>", "API key (env FERRY_API_KEY)")
+    .option("--cacert <file>", "PEM file of a CA to trust for https:// (env FERRY_CACERT)")
     .option("--json", "print JSON for scripts instead of text")
     .exitOverride()
     .configureOutput({

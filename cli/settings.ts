@@ -1,6 +1,7 @@
 /**
- * Where `ferry` finds the broker: `--url` / `--api-key` / `--json` first, then `FERRY_URL`
- * (default http://127.0.0.1:7800) and `FERRY_API_KEY` from the environment.
+ * Where `ferry` finds the broker: `--url` / `--api-key` / `--json` / `--cacert` first, then
+ * `FERRY_URL` (default http://127.0.0.1:7800), `FERRY_API_KEY` and `FERRY_CACERT` from the
+ * environment.
  */
 
 import { usage } from "./failure.ts";
@@ -13,6 +14,8 @@ export interface Settings {
   url: string;
   apiKey?: string;
   json: boolean;
+  /** A CA file to trust besides the system's (`--cacert`, FERRY_CACERT), and where it came from. */
+  caFile?: { path: string; source: string };
 }
 
 /** Reads one environment variable; undefined when unset or not permitted. */
@@ -29,13 +32,17 @@ export const processEnv: Env = (name) => {
 
 /** Flags win over the environment; an unusable URL is a usage error. */
 export function resolveSettings(
-  flags: { url?: string; apiKey?: string; json?: boolean },
+  flags: { url?: string; apiKey?: string; json?: boolean; cacert?: string },
   env: Env,
 ): Settings {
   const given = flags.url ?? (env("FERRY_URL") || undefined);
   const url = checkUrl(given ?? DEFAULT_URL, flags.url !== undefined ? "--url" : "FERRY_URL");
   const apiKey = flags.apiKey ?? (env("FERRY_API_KEY") || undefined);
-  return { url, apiKey, json: flags.json === true };
+  const ca = flags.cacert ?? (env("FERRY_CACERT") || undefined);
+  const caFile = ca === undefined
+    ? undefined
+    : { path: ca, source: flags.cacert !== undefined ? "--cacert" : "FERRY_CACERT" };
+  return { url, apiKey, json: flags.json === true, caFile };
 }
 
 /** An http(s) URL without a trailing slash, or a usage error naming where it came from. */

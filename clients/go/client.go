@@ -1,6 +1,7 @@
 package ferry
 
 import (
+	"crypto/tls"
 	"errors"
 	"net/http"
 	"net/url"
@@ -21,6 +22,8 @@ type Client struct {
 	apiKey  string
 	timeout time.Duration
 	hc      *http.Client
+	// tlsConfig is WithTLSConfig's, applied to hc's transport in New.
+	tlsConfig *tls.Config
 
 	// hub is the one WebSocket its Subscriptions share, while it has any (subscribe.go).
 	hubMu sync.Mutex
@@ -39,6 +42,12 @@ func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = 
 // WithHTTPClient sends requests through hc instead of a client of its own. Its CheckRedirect is
 // not used: the Client follows a follower's 307 itself, with the API key.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithTLSConfig uses cfg for https:// and wss:// connections: its RootCAs to trust a private CA,
+// its Certificates to present a client certificate to a proxy that asks for one. It applies to
+// the Client's own HTTP client, or to a copy of WithHTTPClient's whose transport is an
+// *http.Transport (another transport is left as it is).
+func WithTLSConfig(cfg *tls.Config) Option { return func(c *Client) { c.tlsConfig = cfg } }
 
 // New returns a Client for the broker at rawURL ("" means DefaultURL).
 func New(rawURL string, opts ...Option) (*Client, error) {
@@ -63,6 +72,17 @@ func New(rawURL string, opts ...Option) (*Client, error) {
 	// request follows them itself with the key and the body.
 	hc := *c.hc
 	hc.CheckRedirect = noRedirect
+	if c.tlsConfig != nil {
+		base, ok := hc.Transport.(*http.Transport)
+		if hc.Transport == nil {
+			base, ok = http.DefaultTransport.(*http.Transport)
+		}
+		if ok {
+			t := base.Clone()
+			t.TLSClientConfig = c.tlsConfig.Clone()
+			hc.Transport = t
+		}
+	}
 	c.hc = &hc
 	if strings.ContainsAny(c.apiKey, "\r\n") {
 		return nil, errors.New("ferry: the API key cannot hold a line break")

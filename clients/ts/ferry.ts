@@ -56,7 +56,8 @@ export class Ferry extends FerryAdmin {
         retries: opts.retries ?? 3,
         retryDelayMs: opts.retryDelayMs ?? 200,
         maxRetryDelayMs: opts.maxRetryDelayMs ?? 5_000,
-        fetch: opts.fetch ?? ((input, init) => globalThis.fetch(input, init)),
+        fetch: opts.fetch ??
+          ((input, init) => globalThis.fetch(input, { ...opts.fetchOptions, ...init })),
         onRetry: opts.onRetry,
       }),
     );

@@ -44,6 +44,12 @@ export interface FerryOptions {
   /** The fetch to use (default `globalThis.fetch`). */
   fetch?: typeof fetch;
   /**
+   * Fields added to every request's fetch options, for what the platform's fetch takes beyond
+   * the standard: in Deno `{ client: Deno.createHttpClient({ caCerts: [pem] }) }` trusts a
+   * private CA; in Node, undici's `{ dispatcher }`.
+   */
+  fetchOptions?: Record<string, unknown>;
+  /**
    * The WebSocket class for `subscribe` (default `globalThis.WebSocket`; Node 20 has one only
    * with `--experimental-websocket`).
    */

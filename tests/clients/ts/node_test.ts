@@ -9,6 +9,8 @@
 import ts from "typescript";
 import { assert, assertEquals } from "../../_support/assert.ts";
 import { startBroker } from "../../_support/server.ts";
+import { start, stop } from "../../_support/child.ts";
+import { makePki } from "../../_support/tls.ts";
 
 const ROOT = new URL("../../../", import.meta.url).pathname;
 const NODE = "/usr/bin/node";
@@ -165,4 +167,44 @@ return [p.id, m?.id ?? "", String(n), wrong];
     ts.flattenDiagnosticMessageText(d.messageText, "\n")
   );
   assertEquals(problems, []);
+});
+
+Deno.test("the built package under Node over HTTPS trusts a private CA through NODE_EXTRA_CA_CERTS", async () => {
+  const dir = await builtPackage();
+  const pki = await makePki();
+  const data = await Deno.makeTempDir({ prefix: "ferry-node-tls-" });
+  try {
+    const b = await start(data, { BROKER_TLS_CERT: pki.certFile, BROKER_TLS_KEY: pki.keyFile });
+    const url = b.url.replace("http:", "https:");
+    await Deno.writeTextFile(
+      `${dir}/tls.mjs`,
+      `import { Ferry } from "./pkg/mod.js";
+const ferry = new Ferry({ url: process.argv[2], retries: 0 });
+const p = await ferry.publish("secure", "over tls");
+const [m] = await ferry.consume("secure", { autoAck: true });
+console.log(JSON.stringify({ id: p.id === m.id, text: m.payload_text }));
+`,
+    );
+    const node = (env: Record<string, string>) =>
+      new Deno.Command(NODE, {
+        args: [`${dir}/tls.mjs`, url],
+        cwd: dir,
+        env,
+        stdout: "piped",
+        stderr: "piped",
+      })
+        .output();
+    const trusted = await node({ NODE_EXTRA_CA_CERTS: pki.caFile });
+    assert(trusted.success, new TextDecoder().decode(trusted.stderr));
+    assertEquals(JSON.parse(new TextDecoder().decode(trusted.stdout)), {
+      id: true,
+      text: "over tls",
+    });
+    const untrusted = await node({});
+    assert(!untrusted.success, "without the CA, Node refuses the certificate");
+    await stop(b, "SIGTERM");
+  } finally {
+    await Deno.remove(data, { recursive: true });
+    await pki.remove();
+  }
 });
