@@ -52,7 +52,7 @@ async function startWorkers(config: Config, log: Logger, underDenoServe: boolean
   }
   const denied = runtime.permissionProblem(config);
   if (denied) fail(1, denied);
-  for (const read of [runtime.readKeys, runtime.readTls]) {
+  for (const read of [runtime.readKeys, runtime.readTls, runtime.clusterClients]) {
     await read(config).catch((e: Error): never => {
       if (e instanceof ConfigError) fail(2, e.message);
       throw e;

@@ -113,6 +113,53 @@ export async function readTls(config: Config): Promise<TlsMaterial | undefined> 
   return tls;
 }
 
+/** The HTTP clients of a cluster's links, where TLS settings ask for one of their own. */
+export interface ClusterClients {
+  /** To the other nodes (the replication WebSocket): trusts BROKER_CLUSTER_CA. */
+  peers?: Deno.HttpClient;
+  /** To etcd: trusts BROKER_ETCD_CA, presents BROKER_ETCD_CERT and BROKER_ETCD_KEY. */
+  etcd?: Deno.HttpClient;
+}
+
+/**
+ * The clients BROKER_CLUSTER_CA and BROKER_ETCD_* ask for (none in standalone mode); a
+ * ConfigError names the setting whose file cannot be read or used.
+ */
+export async function clusterClients(config: Config): Promise<ClusterClients> {
+  if (config.clusterEtcd.length === 0) return {};
+  const read = async (setting: string, path: string) => {
+    if (!path) return undefined;
+    try {
+      return await Deno.readTextFile(path);
+    } catch (e) {
+      throw new ConfigError(`${setting}: cannot read "${path}": ${(e as Error).message}`);
+    }
+  };
+  const client = (settings: string, opts: Deno.CreateHttpClientOptions & Partial<TlsMaterial>) => {
+    try {
+      return Deno.createHttpClient(opts as Deno.CreateHttpClientOptions);
+    } catch (e) {
+      throw new ConfigError(`${settings}: not usable PEM: ${(e as Error).message}`);
+    }
+  };
+  const out: ClusterClients = {};
+  const peerCa = await read("BROKER_CLUSTER_CA", config.clusterCa);
+  if (peerCa) out.peers = client("BROKER_CLUSTER_CA", { caCerts: [peerCa] });
+  const ca = await read("BROKER_ETCD_CA", config.etcdCa);
+  const cert = await read("BROKER_ETCD_CERT", config.etcdCert);
+  const key = await read("BROKER_ETCD_KEY", config.etcdKey);
+  if ((cert === undefined) !== (key === undefined)) {
+    throw new ConfigError("BROKER_ETCD_CERT and BROKER_ETCD_KEY go together: set both, or neither");
+  }
+  if (ca || cert) {
+    out.etcd = client("BROKER_ETCD_CA, BROKER_ETCD_CERT and BROKER_ETCD_KEY", {
+      caCerts: ca ? [ca] : undefined,
+      ...(cert && key ? { cert, key } : {}),
+    });
+  }
+  return out;
+}
+
 /**
  * SIGHUP's second half: reads the certificate and key again and hands them to `replace` (each
  * listener's `replaceTls`); a bad pair keeps the ones in use. Logs the outcome and its audit line.
@@ -157,6 +204,10 @@ export function permissionProblem(config: Config): string | undefined {
       ["BROKER_API_KEYS_FILE", config.apiKeysFile],
       ["BROKER_TLS_CERT", config.tlsCert],
       ["BROKER_TLS_KEY", config.tlsKey],
+      ["BROKER_CLUSTER_CA", config.clusterCa],
+      ["BROKER_ETCD_CA", config.etcdCa],
+      ["BROKER_ETCD_CERT", config.etcdCert],
+      ["BROKER_ETCD_KEY", config.etcdKey],
     ]
   ) {
     if (path && denied("read", path)) {
@@ -197,6 +248,7 @@ export async function openRuntime(
 ): Promise<Runtime> {
   const keys = new KeyRing(given.keys?.list ?? await readKeys(config));
   const tls = "tls" in given ? given.tls : await readTls(config);
+  const clients = await clusterClients(config);
   const limiter = new RateLimiter();
   limiter.replace(keys.keys, given.keys?.limits);
   const report = given.report;
@@ -208,7 +260,7 @@ export async function openRuntime(
     ...fetchSender({ policy: new EgressPolicy(config.webhookDeny, config.webhookAllow) }),
     onWebhookPost: metrics.observeWebhook,
     joinCluster: config.clusterEtcd.length > 0
-      ? (b) => joinCluster(config, b, log, report)
+      ? (b) => joinCluster(config, b, log, report, clients)
       : undefined,
   });
   metrics.attach(broker);
@@ -226,6 +278,7 @@ export function joinCluster(
   broker: Broker,
   log: Logger,
   report?: (r: Readiness) => void,
+  clients: ClusterClients = {},
 ): ClusterMember {
   // A follower presents the first admin key written plain (a sha256: entry holds no key).
   const adminKey = parseKeyList(config.apiKeys).find((k) =>
@@ -233,23 +286,24 @@ export function joinCluster(
   );
   return new ClusterMember({
     nodeId: broker.nodeId,
-    url: config.advertiseUrl || `http://${config.host}:${config.port}`,
+    url: config.advertiseUrl ||
+      `${config.tlsCert ? "https" : "http"}://${config.host}:${config.port}`,
     size: config.clusterSize,
     name: config.clusterName,
     ttlSeconds: config.electionTtlMs / 1000,
     log,
     role: report ? { report } : {
-      coordination: etcdOf(config),
+      coordination: etcdOf(config, clients.etcd),
       healthy: () => broker.healthy,
     },
-    followLeader: (state) => new ReplicaClient(broker, state, log, adminKey?.key),
+    followLeader: (state) => new ReplicaClient(broker, state, log, adminKey?.key, clients.peers),
     describe: { etcd: config.clusterEtcd, name: config.clusterName },
   });
 }
 
 /** The election store of BROKER_CLUSTER_ETCD. */
-function etcdOf(config: Config): Etcd {
-  return new Etcd(config.clusterEtcd, Math.min(1_000, config.electionTtlMs / 3));
+function etcdOf(config: Config, client?: Deno.HttpClient): Etcd {
+  return new Etcd(config.clusterEtcd, Math.min(1_000, config.electionTtlMs / 3), client);
 }
 
 /**
@@ -262,11 +316,14 @@ export function nodeElection(
   nodeId: string,
   url: string,
   log: Logger,
-  o: Pick<ChooserOptions, "shards" | "apply"> & { healthy: () => boolean },
+  o: Pick<ChooserOptions, "shards" | "apply"> & {
+    healthy: () => boolean;
+    etcdClient?: Deno.HttpClient;
+  },
 ): { state: ClusterState; election: Election; chooser: SyncChooser } {
   const state = new ClusterState(nodeId, url, log, epochClock);
   const election = new Election({
-    etcd: etcdOf(config),
+    etcd: etcdOf(config, o.etcdClient),
     name: config.clusterName,
     ttlSeconds: config.electionTtlMs / 1000,
     state,

@@ -15,7 +15,14 @@ import type { Logger } from "./lib/log.ts";
 import { loadNodeId } from "./lib/node_id.ts";
 import { SharedFigures } from "./lib/shard.ts";
 import { DataDirLock } from "./lib/storage/data_dir_lock.ts";
-import { nodeElection, readKeys, readTls, reloadTls, workerKeys } from "./runtime.ts";
+import {
+  clusterClients,
+  nodeElection,
+  readKeys,
+  readTls,
+  reloadTls,
+  workerKeys,
+} from "./runtime.ts";
 import { listeningFields, SHUTDOWN_GRACE_MS } from "./serve.ts";
 import type { FromWorker, ToWorker } from "./worker.ts";
 
@@ -117,9 +124,10 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
     ? joinAsNode(
       config,
       nodeId,
-      config.advertiseUrl || `http://${config.host}:${port}`,
+      config.advertiseUrl || `${tls ? "https" : "http"}://${config.host}:${port}`,
       workers,
       log,
+      (await clusterClients(config)).etcd,
     )
     : undefined;
 
@@ -186,9 +194,17 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
  * The node's part in its cluster: one election for all workers, whose state every worker
  * mirrors after each change, and the chooser of synchronous followers over their shards.
  */
-function joinAsNode(config: Config, nodeId: string, url: string, workers: Handle[], log: Logger) {
+function joinAsNode(
+  config: Config,
+  nodeId: string,
+  url: string,
+  workers: Handle[],
+  log: Logger,
+  etcdClient: Deno.HttpClient | undefined,
+) {
   const unhealthy = new Set<number>();
   const node = nodeElection(config, nodeId, url, log, {
+    etcdClient,
     shards: workers.length,
     healthy: () => unhealthy.size === 0,
     apply: (i, peers, generation, term) =>

@@ -66,6 +66,12 @@ export interface Config {
   webhookRetryScheduleMs: number[];
   /** POSTs one webhook may have in flight at once. */
   webhookConcurrency: number;
+  /** PEM file of a CA to trust for the other nodes' certificates (`https://` advertise URLs). */
+  clusterCa: string;
+  /** etcd over TLS: its CA, and the client certificate and key to present. */
+  etcdCa: string;
+  etcdCert: string;
+  etcdKey: string;
   /** Address ranges webhooks may not reach (lib/push/egress.ts), comma-separated. */
   webhookDeny: string;
   /** When set, the only address ranges webhooks may reach. */
@@ -243,15 +249,14 @@ export const SETTINGS: readonly Setting[] = [
     env: "BROKER_TLS_CERT",
     flag: "--tls-cert",
     def: "",
-    help:
-      "PEM certificate chain file; with BROKER_TLS_KEY the broker serves HTTPS (re-read on SIGHUP)",
+    help: "PEM certificate chain file; with --tls-key the broker serves HTTPS (re-read on SIGHUP)",
     apply: (c, v) => c.tlsCert = v,
   },
   {
     env: "BROKER_TLS_KEY",
     flag: "--tls-key",
     def: "",
-    help: "PEM private key file of BROKER_TLS_CERT",
+    help: "PEM private key file of the --tls-cert certificate",
     apply: (c, v) => c.tlsKey = v,
   },
   {
@@ -378,6 +383,34 @@ export const SETTINGS: readonly Setting[] = [
     def: "",
     help: "comma-separated etcd endpoints (host:port or URL); empty = standalone",
     apply: (c, v) => c.clusterEtcd = endpoints("BROKER_CLUSTER_ETCD", v),
+  },
+  {
+    env: "BROKER_CLUSTER_CA",
+    flag: "--cluster-ca",
+    def: "",
+    help: "PEM file of a CA to trust for the other nodes' https:// certificates",
+    apply: (c, v) => c.clusterCa = v,
+  },
+  {
+    env: "BROKER_ETCD_CA",
+    flag: "--etcd-ca",
+    def: "",
+    help: "PEM file of the CA that signed etcd's certificate (https:// endpoints)",
+    apply: (c, v) => c.etcdCa = v,
+  },
+  {
+    env: "BROKER_ETCD_CERT",
+    flag: "--etcd-cert",
+    def: "",
+    help: "PEM client certificate to present to etcd (with --etcd-key)",
+    apply: (c, v) => c.etcdCert = v,
+  },
+  {
+    env: "BROKER_ETCD_KEY",
+    flag: "--etcd-key",
+    def: "",
+    help: "PEM private key of the --etcd-cert certificate",
+    apply: (c, v) => c.etcdKey = v,
   },
   {
     env: "BROKER_CLUSTER_NAME",

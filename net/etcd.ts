@@ -40,7 +40,12 @@ export class Etcd implements Coordination {
   readonly #endpoints: string[];
   #current = 0;
 
-  constructor(endpoints: string[], readonly timeoutMs: number) {
+  constructor(
+    endpoints: string[],
+    readonly timeoutMs: number,
+    /** For `https://` endpoints: the CA to trust and the client certificate to present. */
+    readonly client?: Deno.HttpClient,
+  ) {
     this.#endpoints = endpoints.map((e) => (/^https?:\/\//.test(e) ? e : `http://${e}`));
   }
 
@@ -111,6 +116,7 @@ export class Etcd implements Coordination {
       method: "POST",
       body: JSON.stringify({ create_request: { key: b64(key), start_revision: String(revision) } }),
       signal,
+      client: this.client,
     });
     if (!res.ok || !res.body) throw new Error(`etcd watch answered ${res.status}`);
     let buffered = "";
@@ -141,6 +147,7 @@ export class Etcd implements Coordination {
           method: "POST",
           body: JSON.stringify(body),
           signal: AbortSignal.timeout(this.timeoutMs),
+          client: this.client,
         });
         const text = await res.text();
         if (!res.ok) throw new Error(`etcd ${path} answered ${res.status}: ${text.slice(0, 200)}`);

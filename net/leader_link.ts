@@ -28,6 +28,8 @@ export class ReplicaClient {
     readonly log: Logger,
     /** An admin key for the leader when API keys are on. */
     readonly apiKey: string | undefined,
+    /** For an `https://` leader: trusts BROKER_CLUSTER_CA besides the platform's CAs. */
+    readonly client?: Deno.HttpClient,
   ) {
     this.#off = state.onChange(() => this.#reconcile());
     this.#reconcile();
@@ -72,7 +74,7 @@ export class ReplicaClient {
     }
     if (this.apiKey) url.searchParams.set("api_key", this.apiKey);
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    const socket = new WebSocket(url);
+    const socket = new WebSocket(url, { client: this.client });
     socket.binaryType = "arraybuffer";
     this.#socket = socket;
     const follower = this.broker.follower((e) => {

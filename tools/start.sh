@@ -1,12 +1,12 @@
 #!/bin/sh
 # The start and dev tasks' launcher: `sh tools/start.sh deno run [deno flags] main.ts [broker
 # flags]` runs that command with read and write access to the data directory and read access to
-# the API keys file and the TLS certificate and key, wherever the settings put them, and no
-# further.
+# the API keys file and the TLS files (certificate and key; the cluster's and etcd's CAs and
+# client certificate), wherever the settings put them, and no further.
 #
-# The paths come from BROKER_DATA_DIR (default ./data), BROKER_API_KEYS_FILE, BROKER_TLS_CERT and
-# BROKER_TLS_KEY, or from the --data-dir, --api-keys-file, --tls-cert and --tls-key flags, which
-# win, as in lib/config.ts. Deno's task shell expands
+# The paths come from BROKER_DATA_DIR (default ./data), BROKER_API_KEYS_FILE, BROKER_TLS_CERT,
+# BROKER_TLS_KEY, BROKER_CLUSTER_CA and BROKER_ETCD_CA/CERT/KEY, or from their flags
+# (--data-dir, --api-keys-file, --tls-cert, …), which win, as in lib/config.ts. Deno's task shell expands
 # $VAR but not ${VAR:-default}, and cannot see a task's own arguments, hence this script. It
 # `exec`s the command: the broker keeps this process's pid, so signals reach it directly and its
 # exit status is the task's (docs/operating.md, "Permissions").
@@ -15,6 +15,10 @@ data=${BROKER_DATA_DIR:-./data}
 keys=${BROKER_API_KEYS_FILE:-}
 cert=${BROKER_TLS_CERT:-}
 key=${BROKER_TLS_KEY:-}
+clusterca=${BROKER_CLUSTER_CA:-}
+etcdca=${BROKER_ETCD_CA:-}
+etcdcert=${BROKER_ETCD_CERT:-}
+etcdkey=${BROKER_ETCD_KEY:-}
 prev=
 for arg in "$@"; do
   case $prev in
@@ -22,12 +26,20 @@ for arg in "$@"; do
     --api-keys-file) keys=$arg ;;
     --tls-cert) cert=$arg ;;
     --tls-key) key=$arg ;;
+    --cluster-ca) clusterca=$arg ;;
+    --etcd-ca) etcdca=$arg ;;
+    --etcd-cert) etcdcert=$arg ;;
+    --etcd-key) etcdkey=$arg ;;
   esac
   case $arg in
     --data-dir=*) data=${arg#--data-dir=} ;;
     --api-keys-file=*) keys=${arg#--api-keys-file=} ;;
     --tls-cert=*) cert=${arg#--tls-cert=} ;;
     --tls-key=*) key=${arg#--tls-key=} ;;
+    --cluster-ca=*) clusterca=${arg#--cluster-ca=} ;;
+    --etcd-ca=*) etcdca=${arg#--etcd-ca=} ;;
+    --etcd-cert=*) etcdcert=${arg#--etcd-cert=} ;;
+    --etcd-key=*) etcdkey=${arg#--etcd-key=} ;;
   esac
   prev=$arg
 done
@@ -35,7 +47,7 @@ done
 deno=$1
 subcommand=$2
 shift 2
-for file in "$keys" "$cert" "$key"; do
+for file in "$keys" "$cert" "$key" "$clusterca" "$etcdca" "$etcdcert" "$etcdkey"; do
   if [ -n "$file" ]; then
     set -- "--allow-read=$file" "$@"
   fi

@@ -45,8 +45,8 @@ export interface FerryOptions {
   fetch?: typeof fetch;
   /**
    * Fields added to every request's fetch options, for what the platform's fetch takes beyond
-   * the standard: in Deno `{ client: Deno.createHttpClient({ caCerts: [pem] }) }` trusts a
-   * private CA; in Node, undici's `{ dispatcher }`.
+   * the standard: in Deno a `client` made with a private CA's certificate trusts that CA; in
+   * Node, undici's `dispatcher`.
    */
   fetchOptions?: Record<string, unknown>;
   /**

@@ -12,6 +12,9 @@ export interface TestPki {
   /** The server's certificate and key files, for BROKER_TLS_CERT and BROKER_TLS_KEY. */
   certFile: string;
   keyFile: string;
+  /** A client certificate the CA signed (for etcd's client-cert-auth), and its key. */
+  clientCertFile: string;
+  clientKeyFile: string;
   /** Removes every file. */
   remove(): Promise<void>;
 }
@@ -28,7 +31,8 @@ const EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes
 
 /**
  * A new CA, and a certificate it signed for `names` (DNS names and IP addresses; by default
- * localhost and 127.0.0.1), valid for two days. `dir` holds them; a new temp dir by default.
+ * localhost and 127.0.0.1), valid for two days, for servers (and for clients too: etcd's own
+ * gateway presents it to etcd under --client-cert-auth). `dir` holds them; a new temp dir by default.
  */
 export async function makePki(
   names: string[] = ["localhost", "127.0.0.1"],
@@ -65,7 +69,7 @@ export async function makePki(
   const san = names.map((n) => /^[\d.]+$|:/.test(n) ? `IP:${n}` : `DNS:${n}`).join(",");
   await Deno.writeTextFile(
     `${dir}/ext.cnf`,
-    `subjectAltName=${san}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n`,
+    `subjectAltName=${san}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n`,
   );
   await openssl(dir, [
     "x509",
@@ -84,8 +88,41 @@ export async function makePki(
     "-extfile",
     "ext.cnf",
   ]);
+  await openssl(dir, [
+    "req",
+    ...EC,
+    "-keyout",
+    "client.key",
+    "-out",
+    "client.csr",
+    "-subj",
+    "/CN=ferry-node",
+  ]);
+  await Deno.writeTextFile(
+    `${dir}/client.cnf`,
+    "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n",
+  );
+  await openssl(dir, [
+    "x509",
+    "-req",
+    "-in",
+    "client.csr",
+    "-CA",
+    "ca.pem",
+    "-CAkey",
+    "ca.key",
+    "-CAcreateserial",
+    "-days",
+    "2",
+    "-out",
+    "client.pem",
+    "-extfile",
+    "client.cnf",
+  ]);
   const d = dir;
   return {
+    clientCertFile: `${d}/client.pem`,
+    clientKeyFile: `${d}/client.key`,
     dir: d,
     caFile: `${d}/ca.pem`,
     ca: await Deno.readTextFile(`${d}/ca.pem`),
