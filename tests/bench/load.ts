@@ -14,7 +14,7 @@
  *                                        two markers), whatever the run
  *
  * Sections (names for --only): ceiling, publish, consume, e2e, fanout, webhook, rss, replay,
- * large, cluster, batch, idle, restart, workers.
+ * large, cluster, batch, idle, restart, workers, security.
  *   ceiling  bare Deno.serve (tests/bench/ceiling.ts) answering a 1 KiB POST, req/s at 1/16/64
  *            connections: what one Deno process can do at all. Then the least a durable queue
  *            does under Ferry's contract (tests/bench/ceiling_queue.ts: list the headers for
@@ -71,6 +71,10 @@
  *   workers  the same build at BROKER_WORKERS=1 and 2: publish 1 KiB over 16 topics at 64
  *            connections, and a drain of one topic (consume limit=100 + batch ack), with the
  *            broker's CPU per message. Target: 2 workers ≥ 1.5 × one (docs/architecture.md).
+ *   security publish 1 KiB at 64 connections over plain HTTP and over HTTPS (a throwaway CA's
+ *            certificate), same run, with CPU per publish; and one key's publish p99 alone and
+ *            while another key is hammered past its rate by 64 loops of the TypeScript client.
+ *            Target: that p99 ≤ 2 × alone.
  *   replay   two WALs of 1,000,000 records of 64 B (one topic), broker restarted on each:
  *            all publishes, all held (worst case); and half publishes, half acks (steady state).
  *            records/s from the "recovered" log line. Target: ≥ 1,000,000 records/s. Beside
@@ -108,6 +112,7 @@
  */
 
 import { workers } from "./rows/workers.ts";
+import { security } from "./rows/security.ts";
 import { cleanup } from "./harness/cleanup.ts";
 import { log } from "./harness/format.ts";
 import { loadAvg } from "./harness/machine.ts";
@@ -184,6 +189,7 @@ const RUN: Record<Section, (o: Options, p: Plan) => Promise<void>> = {
   idle,
   restart,
   workers,
+  security,
 };
 
 /** Runs the chosen sections, then reports; resolves with the exit code. */

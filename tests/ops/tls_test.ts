@@ -72,20 +72,27 @@ Deno.test("tls: SIGHUP serves a new certificate to new connections; an open stre
       const from = b.logs.length;
       b.kill("SIGHUP");
       await b.logged("tls certificate reloaded", from);
-      const fresh = await fetch(`${url}/publish/renewed`, {
-        method: "POST",
-        body: "after the renewal",
-        client: trustsSecond,
-      });
+      // A connection that reaches the old listener in the instant it closes is reset by the
+      // kernel (docs/operating.md, TLS): a client connects again, as this one does once.
+      const publish = () =>
+        fetch(`${url}/publish/renewed`, {
+          method: "POST",
+          body: "after the renewal",
+          client: trustsSecond,
+        });
+      const fresh = await publish().catch(publish);
       assertEquals(fresh.status, 201, "a new connection gets the new certificate");
       // A pooled connection to the old server still works; a new one meets the new certificate.
       const newConnection = trusting(first);
       const old = await fetch(`${url}/healthz`, { client: newConnection }).then(
         () => "ok",
-        () => "no",
+        (e: Error) => String(e.cause ?? e),
       );
       newConnection.close();
-      assertEquals(old, "no", "the old certificate is no longer served");
+      assert(
+        old !== "ok" && !/reset/i.test(old),
+        `the old certificate is no longer served: ${old}`,
+      );
       let seen = "";
       while (!seen.includes("after the renewal")) {
         const { value, done } = await reader.read();

@@ -27,6 +27,7 @@ export const SECTIONS = [
   "idle",
   "restart",
   "workers",
+  "security",
 ] as const;
 export type Section = typeof SECTIONS[number];
 export const CONNS = [1, 16, 64] as const;
