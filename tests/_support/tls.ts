@@ -29,10 +29,43 @@ async function openssl(dir: string, args: string[]): Promise<void> {
 
 const EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
 
+/** `<name>.key` and `<name>.pem`: a new key and a certificate for it that `ca.pem` signed. */
+async function signed(dir: string, name: string, cn: string, extensions: string): Promise<void> {
+  await openssl(dir, [
+    "req",
+    ...EC,
+    "-keyout",
+    `${name}.key`,
+    "-out",
+    `${name}.csr`,
+    "-subj",
+    `/CN=${cn}`,
+  ]);
+  await Deno.writeTextFile(`${dir}/${name}.cnf`, `basicConstraints=CA:FALSE\n${extensions}\n`);
+  await openssl(dir, [
+    "x509",
+    "-req",
+    "-in",
+    `${name}.csr`,
+    "-CA",
+    "ca.pem",
+    "-CAkey",
+    "ca.key",
+    "-CAcreateserial",
+    "-days",
+    "2",
+    "-out",
+    `${name}.pem`,
+    "-extfile",
+    `${name}.cnf`,
+  ]);
+}
+
 /**
- * A new CA, and a certificate it signed for `names` (DNS names and IP addresses; by default
- * localhost and 127.0.0.1), valid for two days, for servers (and for clients too: etcd's own
- * gateway presents it to etcd under --client-cert-auth). `dir` holds them; a new temp dir by default.
+ * A new CA, a certificate it signed for `names` (DNS names and IP addresses; by default
+ * localhost and 127.0.0.1) for servers (and clients too: etcd's own gateway presents it to etcd
+ * under --client-cert-auth), and a client certificate; valid for two days. `dir` holds them (a
+ * new temp dir by default).
  */
 export async function makePki(
   names: string[] = ["localhost", "127.0.0.1"],
@@ -56,69 +89,14 @@ export async function makePki(
     "-addext",
     "keyUsage=critical,keyCertSign,cRLSign",
   ]);
-  await openssl(dir, [
-    "req",
-    ...EC,
-    "-keyout",
-    "server.key",
-    "-out",
-    "server.csr",
-    "-subj",
-    "/CN=ferry",
-  ]);
   const san = names.map((n) => /^[\d.]+$|:/.test(n) ? `IP:${n}` : `DNS:${n}`).join(",");
-  await Deno.writeTextFile(
-    `${dir}/ext.cnf`,
-    `subjectAltName=${san}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n`,
+  await signed(
+    dir,
+    "server",
+    "ferry",
+    `subjectAltName=${san}\nextendedKeyUsage=serverAuth,clientAuth`,
   );
-  await openssl(dir, [
-    "x509",
-    "-req",
-    "-in",
-    "server.csr",
-    "-CA",
-    "ca.pem",
-    "-CAkey",
-    "ca.key",
-    "-CAcreateserial",
-    "-days",
-    "2",
-    "-out",
-    "server.pem",
-    "-extfile",
-    "ext.cnf",
-  ]);
-  await openssl(dir, [
-    "req",
-    ...EC,
-    "-keyout",
-    "client.key",
-    "-out",
-    "client.csr",
-    "-subj",
-    "/CN=ferry-node",
-  ]);
-  await Deno.writeTextFile(
-    `${dir}/client.cnf`,
-    "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n",
-  );
-  await openssl(dir, [
-    "x509",
-    "-req",
-    "-in",
-    "client.csr",
-    "-CA",
-    "ca.pem",
-    "-CAkey",
-    "ca.key",
-    "-CAcreateserial",
-    "-days",
-    "2",
-    "-out",
-    "client.pem",
-    "-extfile",
-    "client.cnf",
-  ]);
+  await signed(dir, "client", "ferry-node", "extendedKeyUsage=clientAuth");
   const d = dir;
   return {
     clientCertFile: `${d}/client.pem`,
