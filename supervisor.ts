@@ -175,11 +175,13 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
   });
   Deno.addSignalListener("SIGHUP", () => {
     reloadTls(config, log, async (tls) => {
-      await Promise.all(workers.map((w) => {
+      const answers = await Promise.all(workers.map((w) => {
         const replaced = w.next("tls-replaced");
         w.send({ t: "tls", tls });
         return replaced;
       }));
+      const failed = answers.find((a) => a.error);
+      if (failed) throw new Error(failed.error);
     });
   });
 

@@ -61,7 +61,7 @@ export type FromWorker =
   | { t: "failed"; message: string }
   | { t: "stopped"; inFlightFinished: boolean }
   | { t: "keys-replaced" }
-  | { t: "tls-replaced" }
+  | { t: "tls-replaced"; error?: string }
   /** Cluster mode: this shard's followers, for the node's chooser. */
   | { t: "sync"; report: Readiness }
   /** Cluster mode: whether this worker can write its WAL (the node campaigns only if all can). */
@@ -86,8 +86,13 @@ self.onmessage = async (e: MessageEvent<ToWorker>) => {
     else if (m.t === "standbys") {
       rt!.broker.replicator!.useStandbys(m.peers, m.generation, m.term);
     } else if (m.t === "tls") {
-      server!.replaceTls(m.tls);
-      tell({ t: "tls-replaced" });
+      // A pair that does not serve keeps the one in use: reported, not the end of the worker.
+      try {
+        server!.replaceTls(m.tls);
+        tell({ t: "tls-replaced" });
+      } catch (e) {
+        tell({ t: "tls-replaced", error: (e as Error).message });
+      }
     } else if (m.t === "keys") {
       replaceKeys(rt!, m.keys.list, m.keys.limits);
       tell({ t: "keys-replaced" });
