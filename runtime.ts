@@ -51,19 +51,20 @@ export function authEnabled(config: Config): boolean {
   return config.apiKeys !== "" || config.apiKeysFile !== "";
 }
 
+/** The text of the file a setting names; a ConfigError naming the setting when it cannot be read. */
+async function settingFile(setting: string, path: string): Promise<string> {
+  try {
+    return await Deno.readTextFile(path);
+  } catch (e) {
+    throw new ConfigError(`${setting}: cannot read "${path}": ${(e as Error).message}`);
+  }
+}
+
 /** The keys of BROKER_API_KEYS and the keys file; a ConfigError names the setting, never a key. */
 export async function readKeys(config: Config): Promise<ApiKey[]> {
   const keys = parseKeyList(config.apiKeys);
   if (config.apiKeysFile) {
-    let text: string;
-    try {
-      text = await Deno.readTextFile(config.apiKeysFile);
-    } catch (e) {
-      throw new ConfigError(
-        `BROKER_API_KEYS_FILE: cannot read "${config.apiKeysFile}": ${(e as Error).message}`,
-      );
-    }
-    keys.push(...parseKeyFile(text));
+    keys.push(...parseKeyFile(await settingFile("BROKER_API_KEYS_FILE", config.apiKeysFile)));
   }
   return keys;
 }
@@ -86,16 +87,9 @@ export async function readTls(config: Config): Promise<TlsMaterial | undefined> 
   if (!tlsCert || !tlsKey) {
     throw new ConfigError("BROKER_TLS_CERT and BROKER_TLS_KEY go together: set both, or neither");
   }
-  const read = async (setting: string, path: string) => {
-    try {
-      return await Deno.readTextFile(path);
-    } catch (e) {
-      throw new ConfigError(`${setting}: cannot read "${path}": ${(e as Error).message}`);
-    }
-  };
   const tls = {
-    cert: await read("BROKER_TLS_CERT", tlsCert),
-    key: await read("BROKER_TLS_KEY", tlsKey),
+    cert: await settingFile("BROKER_TLS_CERT", tlsCert),
+    key: await settingFile("BROKER_TLS_KEY", tlsKey),
   };
   try {
     Deno.listenTls({ hostname: "127.0.0.1", port: 0, ...tls }).close();
@@ -127,14 +121,8 @@ export interface ClusterClients {
  */
 export async function clusterClients(config: Config): Promise<ClusterClients> {
   if (config.clusterEtcd.length === 0) return {};
-  const read = async (setting: string, path: string) => {
-    if (!path) return undefined;
-    try {
-      return await Deno.readTextFile(path);
-    } catch (e) {
-      throw new ConfigError(`${setting}: cannot read "${path}": ${(e as Error).message}`);
-    }
-  };
+  const read = (setting: string, path: string) =>
+    path ? settingFile(setting, path) : Promise.resolve(undefined);
   const client = (settings: string, opts: Deno.CreateHttpClientOptions & Partial<TlsMaterial>) => {
     try {
       return Deno.createHttpClient(opts as Deno.CreateHttpClientOptions);
