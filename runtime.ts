@@ -51,7 +51,7 @@ export function authEnabled(config: Config): boolean {
   return config.apiKeys !== "" || config.apiKeysFile !== "";
 }
 
-/** The text of the file a setting names; a ConfigError naming the setting when it cannot be read. */
+/** The text of the file a setting names; a ConfigError naming the setting if it cannot be read. */
 async function settingFile(setting: string, path: string): Promise<string> {
   try {
     return await Deno.readTextFile(path);
