@@ -67,16 +67,8 @@ async function startWorkers(config: Config, log: Logger, underDenoServe: boolean
 
 /** SIGHUP re-reads the keys file; a bad file keeps the keys in use. Keys are never logged. */
 function reloadKeysOnHangup(config: Config, rt: runtime.Runtime, log: Logger): void {
-  Deno.addSignalListener("SIGHUP", async () => {
-    try {
-      runtime.replaceKeys(rt, await runtime.readKeys(config));
-      log.info("api keys reloaded", { keys: rt.keys.size, file: config.apiKeysFile });
-      log.audit({ action: "keys.reload", key: null, via: "SIGHUP", status: "ok" });
-    } catch (e) {
-      const error = (e as Error).message;
-      log.error("api keys not reloaded; the previous keys stay in use", { error });
-      log.audit({ action: "keys.reload", key: null, via: "SIGHUP", status: "refused" });
-    }
+  Deno.addSignalListener("SIGHUP", () => {
+    runtime.reloadKeys(config, log, (keys) => runtime.replaceKeys(rt, keys));
   });
 }
 

@@ -149,6 +149,29 @@ export async function clusterClients(config: Config): Promise<ClusterClients> {
 }
 
 /**
+ * SIGHUP's first half: reads the keys again and hands them to `install`; a bad file keeps the
+ * keys in use. Logs the outcome (the number of distinct keys, never a key) and its audit line.
+ */
+export async function reloadKeys(
+  config: Config,
+  log: Logger,
+  install: (keys: ApiKey[]) => Promise<void> | void,
+): Promise<void> {
+  let keys: ApiKey[];
+  try {
+    keys = await readKeys(config);
+  } catch (e) {
+    const error = (e as Error).message;
+    log.error("api keys not reloaded; the previous keys stay in use", { error });
+    log.audit({ action: "keys.reload", key: null, via: "SIGHUP", status: "refused" });
+    return;
+  }
+  await install(keys);
+  log.info("api keys reloaded", { keys: new KeyRing(keys).size, file: config.apiKeysFile });
+  log.audit({ action: "keys.reload", key: null, via: "SIGHUP", status: "ok" });
+}
+
+/**
  * SIGHUP's second half: reads the certificate and key again and hands them to `replace` (each
  * listener's `replaceTls`); a bad pair keeps the ones in use. Logs the outcome and its audit line.
  */

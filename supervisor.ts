@@ -20,6 +20,7 @@ import {
   nodeElection,
   readKeys,
   readTls,
+  reloadKeys,
   reloadTls,
   workerKeys,
 } from "./runtime.ts";
@@ -155,23 +156,15 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
   Deno.addSignalListener("SIGTERM", () => stopping ??= shutDown("SIGTERM"));
   Deno.addSignalListener("SIGINT", () => stopping ??= shutDown("SIGINT"));
   // SIGHUP: the keys are read once here and handed to every worker; a bad file keeps the old.
-  Deno.addSignalListener("SIGHUP", async () => {
-    let fresh;
-    try {
-      fresh = workerKeys(await readKeys(config)); // one set of buckets for every worker
-    } catch (e) {
-      const error = (e as Error).message;
-      log.error("api keys not reloaded; the previous keys stay in use", { error });
-      log.audit({ action: "keys.reload", key: null, via: "SIGHUP", status: "refused" });
-      return;
-    }
-    await Promise.all(workers.map((w) => {
-      const replaced = w.next("keys-replaced");
-      w.send({ t: "keys", keys: fresh });
-      return replaced;
-    }));
-    log.info("api keys reloaded", { keys: fresh.list.length, file: config.apiKeysFile });
-    log.audit({ action: "keys.reload", key: null, via: "SIGHUP", status: "ok" });
+  Deno.addSignalListener("SIGHUP", () => {
+    reloadKeys(config, log, async (list) => {
+      const fresh = workerKeys(list); // one set of buckets for every worker
+      await Promise.all(workers.map((w) => {
+        const replaced = w.next("keys-replaced");
+        w.send({ t: "keys", keys: fresh });
+        return replaced;
+      }));
+    });
   });
   Deno.addSignalListener("SIGHUP", () => {
     reloadTls(config, log, async (tls) => {
