@@ -297,8 +297,7 @@ export function joinCluster(
   );
   return new ClusterMember({
     nodeId: broker.nodeId,
-    url: config.advertiseUrl ||
-      `${config.tlsCert ? "https" : "http"}://${config.host}:${config.port}`,
+    url: nodeUrl(config, config.host, config.port),
     size: config.clusterSize,
     name: config.clusterName,
     ttlSeconds: config.electionTtlMs / 1000,
@@ -310,6 +309,14 @@ export function joinCluster(
     followLeader: (state) => new ReplicaClient(broker, state, log, adminKey?.key, clients.peers),
     describe: { etcd: config.clusterEtcd, name: config.clusterName },
   });
+}
+
+/**
+ * Where the other nodes and clients reach this node: BROKER_ADVERTISE_URL, else the address it
+ * listens on, `https` when it serves TLS.
+ */
+export function nodeUrl(config: Config, hostname: string, port: number): string {
+  return config.advertiseUrl || `${config.tlsCert ? "https" : "http"}://${hostname}:${port}`;
 }
 
 /** The election store of BROKER_CLUSTER_ETCD. */

@@ -13,7 +13,7 @@ import type { Shards } from "./routes/shards.ts";
 import type { Broker } from "./lib/broker.ts";
 import type { RecoveryReport } from "./lib/storage/recovery.ts";
 import type { BrokerApi, MetricsSource } from "./lib/api.ts";
-import { appOptions, authEnabled, type Runtime, type TlsMaterial } from "./runtime.ts";
+import { appOptions, authEnabled, nodeUrl, type Runtime, type TlsMaterial } from "./runtime.ts";
 
 /** Where the broker listens; port 0 picks a free one. Workers share the port (`reusePort`). */
 export type Address = { hostname: string; port: number; reusePort?: boolean };
@@ -56,9 +56,7 @@ export function serve(config: Config, rt: Runtime, log: Logger, shard?: ShardSer
     return listen(addr, shard.handler, log, ({ port }) => shard.onListening(port), tls);
   }
   const onListen = ({ hostname, port }: Deno.NetAddr) => {
-    if (broker.cluster && !config.advertiseUrl) {
-      broker.cluster.url = `${tls ? "https" : "http"}://${hostname}:${port}`;
-    }
+    if (broker.cluster) broker.cluster.url = nodeUrl(config, hostname, port);
     log.info("listening", listeningFields(config, hostname, port, broker.recovery));
   };
   // With TLS the port is shared (reusePort), so new certificates can take over (`replaceTls`).

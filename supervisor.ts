@@ -18,6 +18,7 @@ import { DataDirLock } from "./lib/storage/data_dir_lock.ts";
 import {
   clusterClients,
   nodeElection,
+  nodeUrl,
   readKeys,
   readTls,
   reloadKeys,
@@ -125,7 +126,7 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
     ? joinAsNode(
       config,
       nodeId,
-      config.advertiseUrl || `${tls ? "https" : "http"}://${config.host}:${port}`,
+      nodeUrl(config, config.host, port),
       workers,
       log,
       (await clusterClients(config)).etcd,
