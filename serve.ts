@@ -166,7 +166,7 @@ export class Listener {
    * accepting and finishes the connections it holds (a stream, a socket: until they end).
    */
   replaceTls(tls: TlsMaterial): void {
-    const next = Deno.serve({ ...this.addr, ...tls, onListen: () => {} }, this.handler);
+    const next = this.#serve(tls);
     const old = this.server;
     this.tls = tls;
     this.server = next;
@@ -194,10 +194,7 @@ export class Listener {
         await new Promise((res) => setTimeout(res, waitMs));
         waitMs = Math.min(waitMs * 2, RELISTEN_MAX_MS);
         try {
-          this.server = Deno.serve(
-            { ...this.addr, ...this.tls, onListen: () => {} },
-            this.handler,
-          );
+          this.server = this.#serve(this.tls);
           this.log.info("listening again", this.addr);
           waitMs = RELISTEN_FIRST_MS;
           break;
@@ -207,6 +204,11 @@ export class Listener {
       }
       if (this.#stopping) return;
     }
+  }
+
+  /** Another server of the handler on the same address (with `tls`, HTTPS). */
+  #serve(tls: TlsMaterial | undefined): Deno.HttpServer {
+    return Deno.serve({ ...this.addr, ...tls, onListen: () => {} }, this.handler);
   }
 
   /** Stops accepting and waits for the requests under way. */

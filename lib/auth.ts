@@ -118,7 +118,7 @@ function parseEntry(entry: string, where: string): ApiKey {
   let key: string | undefined;
   let scopes = ALL_SCOPES;
   if (token.startsWith(HASHED_PREFIX)) {
-    const colon = token.indexOf(":", 7);
+    const colon = token.indexOf(":", HASHED_PREFIX.length);
     const hashed = HASHED.exec(colon < 0 ? token : token.slice(0, colon));
     if (!hashed) {
       throw new ConfigError(
