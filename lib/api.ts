@@ -77,7 +77,9 @@ export interface BrokerApi extends Pick<Broker, Verbs> {
   /** The memory budget's figures, for /api/stats. */
   readonly memory: Pick<MemoryBudget, "held" | "budget" | "drainRate">;
   /** This node's role and term in its cluster; undefined when standalone. */
-  readonly cluster: Pick<ClusterState, "role" | "term" | "writable" | "route"> | undefined;
+  readonly cluster:
+    | Pick<ClusterState, "role" | "term" | "writable" | "route" | "assertLeads">
+    | undefined;
   /**
    * GET /cluster/replicate: a follower's socket joins the stream of `shard` (the worker that
    * owns it answers, wherever the socket landed).

@@ -541,12 +541,8 @@ export class Broker implements BrokerContext {
       throw new BrokerError("not_found", "This node is not part of a cluster");
     }
     if (shard !== (this.shard?.index ?? 0)) throw new Error(`shard ${shard} is not this worker's`);
-    if (!cluster.writable || !replicator.active || term !== cluster.term) {
-      throw new BrokerError(
-        "electing",
-        `This node does not lead term ${term} (it is ${cluster.role} in term ${cluster.term})`,
-      );
-    }
+    cluster.assertLeads(term);
+    if (!replicator.active) throw new BrokerError("electing", "This node is not leading yet");
     const session = replicator.attach(node, link);
     return {
       ack: (index) => replicator.ack(session, index),

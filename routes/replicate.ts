@@ -31,12 +31,7 @@ function replicate(req: Request, ctx: Ctx): Response {
   if (!Number.isInteger(shard) || shard < 0 || shard >= workers) {
     throw new BrokerError("invalid_parameter", `shard must be 0 to ${workers - 1}`);
   }
-  if (!cluster.writable || term !== cluster.term) {
-    throw new BrokerError(
-      "electing",
-      `This node does not lead term ${term} (it is ${cluster.role} in term ${cluster.term})`,
-    );
-  }
+  cluster.assertLeads(term);
   if (!/\bwebsocket\b/i.test(req.headers.get("upgrade") ?? "")) {
     throw new BrokerError("bad_request", "GET /cluster/replicate is a WebSocket");
   }

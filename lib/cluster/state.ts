@@ -5,6 +5,7 @@
  * (`performance.now()` by default): a lease must not move with the wall clock.
  */
 
+import { BrokerError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 
 /** What a node is doing: leading, following a known leader, or waiting for an election. */
@@ -190,6 +191,15 @@ export class ClusterState {
   /** Whether this node may accept a write now: it leads and its lease still holds. */
   get writable(): boolean {
     return this.role === "leader" && this.clock() < this.#leaseEnd;
+  }
+
+  /** Throws `electing` unless this node leads `term` now (a follower's replication link). */
+  assertLeads(term: number): void {
+    if (this.writable && term === this.term) return;
+    throw new BrokerError(
+      "electing",
+      `This node does not lead term ${term} (it is ${this.role} in term ${this.term})`,
+    );
   }
 
   /** Where a request that changes state goes now. */
