@@ -34,6 +34,11 @@ export interface Runtime {
   limiter: RateLimiter;
   /** The certificate and key the broker serves HTTPS with; undefined: plain HTTP. */
   tls: TlsMaterial | undefined;
+  /**
+   * Collects once the requests stop after a burst; told of every finished request, this worker's
+   * own and those other workers hand over. Undefined without V8's `--expose-gc`.
+   */
+  idle?: IdleGc;
 }
 
 /** Installs a new key list and its limits (SIGHUP); a worker gets the shared buckets too. */
@@ -275,7 +280,23 @@ export async function openRuntime(
       : undefined,
   });
   metrics.attach(broker);
-  return { broker, metrics, keys, limiter, tls };
+  return { broker, metrics, keys, limiter, tls, idle: idleGc(broker, log) };
+}
+
+function idleGc(broker: Broker, log: Logger): IdleGc | undefined {
+  const collect = exposedGc();
+  if (!collect) return undefined;
+  return new IdleGc({
+    collect,
+    held: () => broker.memory.held,
+    onIdle: (collected, used, pauseMs) => {
+      if (!collected) return;
+      log.debug("heap collected once idle", {
+        used_bytes: used,
+        pause_ms: Math.round(pauseMs * 10) / 10,
+      });
+    },
+  });
 }
 
 /**
@@ -365,20 +386,8 @@ export function appOptions(config: Config, log: Logger, rt: Runtime): AppOptions
     before: [],
     after: [metricsHook(rt.metrics)],
   };
-  const collect = exposedGc();
-  if (collect) {
-    const idle = new IdleGc({
-      collect,
-      onIdle: (collected, heapUsed, pauseMs) => {
-        if (!collected) return;
-        log.debug("heap collected once idle", {
-          heap_used_bytes: heapUsed,
-          pause_ms: Math.round(pauseMs * 10) / 10,
-        });
-      },
-    });
-    opts.after!.push(() => idle.touch());
-  }
+  const idle = rt.idle;
+  if (idle) opts.after!.push(() => idle.touch());
   if (rt.broker.cluster) opts.before!.push(clusterHook(rt.broker.cluster));
   if (authEnabled(config)) {
     opts.before!.push(authHook(rt.keys, {

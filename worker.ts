@@ -121,10 +121,12 @@ async function init(m: Extract<ToWorker, { t: "init" }>): Promise<void> {
   const broker = rt.broker;
   const links = m.peers.map((port) => {
     if (!port) return null;
+    // What another worker hands over counts for this one's idle collector as its own requests do.
+    const done = <T>(p: Promise<T>) => p.finally(() => rt!.idle?.touch());
     const link: WorkerLink = new WorkerLink(
       port,
-      (req) => handler!.forwarded(req),
-      (verb, args, signal) => answerer.answer(verb, args, signal),
+      (req) => done(handler!.forwarded(req)),
+      (verb, args, signal) => done(answerer.answer(verb, args, signal)),
     );
     const answerer = new Answerer(broker, link);
     return link;
