@@ -8,9 +8,9 @@
  * ArrayBuffers' memory outside it, where request bodies and payloads live) has grown by at least
  * GROWTH_BYTES since the last collection, or the messages the broker holds have shrunk by as much
  * (a purge, a drain: garbage that V8's figures cannot show before a collection), the broker asks
- * for one full collection: a pause of
- * about 60 ms with 100,000 messages held, taken while nothing is being answered. That needs V8's
- * `--expose-gc`, which the start task passes; without it nothing is collected early.
+ * for one full collection: a pause of about 60 ms with 100,000 messages held, taken while nothing
+ * is being answered. That needs V8's `--expose-gc`, which the start task passes; without it
+ * nothing is collected early.
  */
 
 /** How long no request must finish before the heap counts as idle. */
