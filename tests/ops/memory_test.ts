@@ -100,10 +100,13 @@ Deno.test({
       }));
       const full = (await settledRss(pid, idle + budget * RSS_PER_BUDGET_BYTE)).last;
       const mib = (b: number) => (b / MIB).toFixed(0);
-      assertEquals(
-        stored,
-        Math.floor(budget / (2 * MIB + 512)),
-        "stored up to the budget",
+      // Workers admit without waiting for each other: each other worker may pass the budget by
+      // the message it admitted at the same moment (docs/operating.md, "Memory").
+      const fits = Math.floor(budget / (2 * MIB + 512));
+      const workers = Number(Deno.env.get("BROKER_WORKERS") || "1");
+      assert(
+        stored >= fits && stored <= fits + workers - 1,
+        `stored ${stored} where the budget holds ${fits}, with ${workers} worker(s)`,
       );
       assert(
         full - idle <= budget * RSS_PER_BUDGET_BYTE,
