@@ -46,13 +46,8 @@ const HASHED = /^sha256:([0-9a-fA-F]{64})$/;
 const NAME = /^[A-Za-z0-9._-]{1,64}$/;
 
 /** The SHA-256 of a key as presented (its UTF-8 bytes). */
-export function keyDigest(key: string): Uint8Array {
+function keyDigest(key: string): Uint8Array {
   return new Uint8Array(createHash("sha256").update(key).digest());
-}
-
-/** `sha256:<hex>`: how a key is written in a keys file that must hold no usable secret. */
-export function hashedEntry(key: string): string {
-  return HASHED_PREFIX + hexOf(keyDigest(key));
 }
 
 function fromHex(h: string): Uint8Array {

@@ -2,7 +2,6 @@ import { assert, assertEquals, assertMatch, assertThrows } from "../_support/ass
 import {
   ALL_SCOPES,
   type ApiKey,
-  hashedEntry,
   KeyRing,
   MAX_KEY_LENGTH,
   parseKeyFile,
@@ -10,6 +9,7 @@ import {
   SCOPE_BITS,
 } from "../../lib/auth.ts";
 import { ConfigError } from "../../lib/config.ts";
+import { hashedKey } from "../../protocol/key_hash.ts";
 
 const { publish, consume, admin } = SCOPE_BITS;
 
@@ -70,8 +70,8 @@ Deno.test("KeyRing.scopesOf() gives a key's scopes, 0 for anything else", () => 
   assertEquals(ring.scopesOf("abc"), 0);
 });
 
-Deno.test("a sha256: entry is the key's digest: the ring finds the key, the file holds no secret", () => {
-  const entry = hashedEntry("s3cret-key");
+Deno.test("a sha256: entry is the key's digest: the ring finds the key, the file holds no secret", async () => {
+  const entry = await hashedKey("s3cret-key");
   assertMatch(entry, /^sha256:[0-9a-f]{64}$/);
   const ring = new KeyRing(parseKeyFile(`${entry}:publish name=billing\nother:consume\n`));
   const found = ring.find("s3cret-key");

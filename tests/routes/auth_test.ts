@@ -5,7 +5,8 @@
  */
 
 import { assert, assertEquals, assertNotEquals, Failures } from "../_support/assert.ts";
-import { hashedEntry, KeyRing, type KeyScope, parseKeyList } from "../../lib/auth.ts";
+import { KeyRing, type KeyScope, parseKeyList } from "../../lib/auth.ts";
+import { hashedKey } from "../../protocol/key_hash.ts";
 import { Broker } from "../../lib/broker.ts";
 import { defaultConfig } from "../../lib/config.ts";
 import { Logger } from "../../lib/log.ts";
@@ -337,8 +338,9 @@ Deno.test("auth: a bad key setting stops start-up with one line naming it, never
 Deno.test("auth: a hashed key with a rate is held to it (429, metric by name); admin actions are audited", async () => {
   const dataDir = await Deno.makeTempDir({ prefix: "ferry-auth-" });
   const file = await Deno.makeTempFile({ prefix: "ferry-keys-" });
+  const hashed = await hashedKey("pub-secret");
   const keysFile = (rate: string) =>
-    `${hashedEntry("pub-secret")}:publish name=billing rate=${rate}\nadmin-secret:admin name=ops\n`;
+    `${hashed}:publish name=billing rate=${rate}\nadmin-secret:admin name=ops\n`;
   await Deno.writeTextFile(file, keysFile("5/s"));
   assert(!(await Deno.readTextFile(file)).includes("pub-secret"), "the file holds no usable key");
   const child = await spawnBroker({ dataDir, env: { BROKER_API_KEYS_FILE: file } });
