@@ -112,19 +112,13 @@ export function fetchSender(
   };
 
   const vet: WebhookVet = async (url) => {
-    let host: string;
     try {
-      host = new URL(url).hostname;
+      return (await routeOf(url)).refused;
     } catch {
-      return undefined; // the registration's own check names what is wrong with it
+      // A bad URL: the registration's own check names what is wrong with it. Not resolvable
+      // yet: each POST checks again.
+      return undefined;
     }
-    let addresses: string[];
-    try {
-      addresses = isAddress(host) ? [host] : await resolve(host);
-    } catch {
-      return undefined; // not resolvable yet: each POST checks again
-    }
-    return policy.refusalOf(addresses);
   };
 
   return { send, vet };
