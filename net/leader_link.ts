@@ -1,6 +1,7 @@
 /**
  * @module A follower's connection to its leader: while the node follows a known leader it holds
  * one WebSocket to `{leader}/cluster/replicate?node=&term=` (each worker one, with `&shard=`),
+ * its admin key in `Authorization`,
  * applies what comes through a fresh `Follower` (a snapshot first, then the stream) and acks. When the leader or the role changes
  * the connection ends; a broken one is opened again after 100 ms, doubling up to 1 s.
  */
@@ -72,9 +73,10 @@ export class ReplicaClient {
       url.searchParams.set("shard", String(shard.index));
       url.searchParams.set("shards", String(shard.count));
     }
-    if (this.apiKey) url.searchParams.set("api_key", this.apiKey);
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    const socket = new WebSocket(url, { client: this.client });
+    // In a header, never the URL: a proxy's access log records URLs (docs/cluster.md).
+    const headers = this.apiKey ? { authorization: `Bearer ${this.apiKey}` } : undefined;
+    const socket = new WebSocket(url, { client: this.client, headers });
     socket.binaryType = "arraybuffer";
     this.#socket = socket;
     const follower = this.broker.follower((e) => {
