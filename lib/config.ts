@@ -109,6 +109,8 @@ interface Setting {
   flag: string;
   def: string;
   help: string;
+  /** Why the flag is refused: the setting comes from the environment only. */
+  envOnly?: string;
   apply(c: Config, v: string): void;
 }
 
@@ -235,7 +237,12 @@ export const SETTINGS: readonly Setting[] = [
     env: "BROKER_API_KEYS",
     flag: "--api-keys",
     def: "",
-    help: "comma-separated API keys, scopes after a colon joined by + (k1,k2:publish+consume)",
+    help: "comma-separated API keys, scopes after a colon joined by + (k1,k2:publish+consume); " +
+      "environment only: the flag is refused, as a key on the command line shows in ps",
+    // On the command line a key shows in `ps` and in the log of whatever started the broker.
+    envOnly: "--api-keys is refused: a key on the command line shows in ps and in the log of " +
+      "what started the broker; set BROKER_API_KEYS in the environment, or list the keys in a " +
+      "file named by --api-keys-file (docs/operating.md, API keys and scopes)",
     apply: (c, v) => c.apiKeys = v,
   },
   {
@@ -510,6 +517,7 @@ export function loadConfig(env: Record<string, string | undefined>, args: string
       const flag = eq >= 0 ? arg.slice(0, eq) : arg;
       const s = byFlag.get(flag);
       if (!s) throw new Error(`unknown flag "${flag}" (see --help)`);
+      if (s.envOnly) throw new Error(s.envOnly);
       const v = eq >= 0 ? arg.slice(eq + 1) : args[++i];
       if (v === undefined) throw new Error(`flag ${flag} needs a value`);
       s.apply(c, v);
