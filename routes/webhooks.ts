@@ -10,6 +10,7 @@ import { BrokerError } from "../lib/errors.ts";
 import { readJson } from "./body.ts";
 import { json, needString, optString } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
+import { auditedUrl } from "./audit.ts";
 import { isoTime } from "./wire.ts";
 import type { WebhookAttempt, WebhookDeleted, WebhookItem, WebhookJson } from "../protocol/wire.ts";
 import {
@@ -55,6 +56,7 @@ async function register(req: Request, ctx: Ctx): Promise<Response> {
   const topic = checkName(ctx.params.topic ?? "", "topic");
   const body = await readJson(req, ctx.accepts);
   const url = needString(body, "url");
+  ctx.subject = auditedUrl(url); // refused or not, the audit line names the address
   const secret = optString(body, "secret");
   const w = await ctx.broker.registerWebhook(topic, url, secret);
   return json(webhookJson(w), 201);
@@ -67,6 +69,7 @@ function list(_req: Request, ctx: Ctx): Response {
 
 async function remove(_req: Request, ctx: Ctx): Promise<Response> {
   const w = await ctx.broker.removeWebhook(ctx.params.id ?? "");
+  ctx.subject = auditedUrl(w.url);
   return json({ id: w.id, deleted: true } satisfies WebhookDeleted);
 }
 
