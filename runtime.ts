@@ -3,7 +3,14 @@
  * main.ts runs it; tests build their brokers with it too, so they get production's wiring.
  */
 
-import { type ApiKey, KeyRing, parseKeyFile, parseKeyList, SCOPE_BITS } from "./lib/auth.ts";
+import {
+  type ApiKey,
+  checkNames,
+  KeyRing,
+  parseKeyFile,
+  parseKeyList,
+  SCOPE_BITS,
+} from "./lib/auth.ts";
 import { Broker, type OpenOptions } from "./lib/broker.ts";
 import { type Config, ConfigError } from "./lib/config.ts";
 import type { Logger } from "./lib/log.ts";
@@ -71,6 +78,7 @@ export async function readKeys(config: Config): Promise<ApiKey[]> {
   if (config.apiKeysFile) {
     keys.push(...parseKeyFile(await settingFile("BROKER_API_KEYS_FILE", config.apiKeysFile)));
   }
+  checkNames(keys);
   return keys;
 }
 
@@ -391,7 +399,7 @@ export function appOptions(config: Config, log: Logger, rt: Runtime): AppOptions
   if (rt.broker.cluster) opts.before!.push(clusterHook(rt.broker.cluster));
   if (authEnabled(config)) {
     opts.before!.push(authHook(rt.keys, {
-      admit: (name, messages, bytes) => rt.limiter.admit(name, messages, bytes),
+      admit: (key, messages, bytes) => rt.limiter.admit(key, messages, bytes),
       refused: rt.metrics.rateLimited,
     }));
   }

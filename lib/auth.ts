@@ -10,12 +10,24 @@ import { byteSize, ConfigError } from "./config.ts";
 import { HASHED_PREFIX, hexOf } from "../protocol/key_hash.ts";
 
 /** A scope a key may carry; a route needing `public` needs no key. */
-export type KeyScope = "publish" | "consume" | "admin";
+export type KeyScope = "publish" | "consume" | "admin" | "metrics";
 
 /** Bit of each scope in a key's scope mask. */
-export const SCOPE_BITS: Readonly<Record<KeyScope, number>> = { publish: 1, consume: 2, admin: 4 };
+export const SCOPE_BITS: Readonly<Record<KeyScope, number>> = {
+  publish: 1,
+  consume: 2,
+  admin: 4,
+  metrics: 8,
+};
+/** What listing a scope grants: `admin` reads the metrics too (docs/operating.md, scopes). */
+const GRANTS: Readonly<Record<KeyScope, number>> = {
+  publish: SCOPE_BITS.publish,
+  consume: SCOPE_BITS.consume,
+  admin: SCOPE_BITS.admin | SCOPE_BITS.metrics,
+  metrics: SCOPE_BITS.metrics,
+};
 /** The mask of a key listed without scopes: every scope. */
-export const ALL_SCOPES = 7;
+export const ALL_SCOPES = 15;
 /** Longer presented keys are refused before any comparison, so compare time stays bounded. */
 export const MAX_KEY_LENGTH = 512;
 
@@ -38,6 +50,8 @@ export interface ApiKey {
   limits: KeyLimits;
   /** The key itself, for an entry written plain (a follower presents it to its leader). */
   key?: string;
+  /** Where it was listed (`BROKER_API_KEYS_FILE line 3`), for errors that name an entry. */
+  source?: string;
 }
 
 // Printable ASCII without the separators `,` and `:`, so every key can be written in both forms.
@@ -65,12 +79,17 @@ function parseScopes(list: string, where: string): number {
       // Echo a typo like "publsh", but nothing that could be part of a key ("abc:def").
       const what = /^[a-z]{0,16}$/.test(name) ? `"${name}"` : "(not shown)";
       throw new ConfigError(
-        `${where}: unknown scope ${what} (expected publish, consume or admin)`,
+        `${where}: unknown scope ${what} (expected publish, consume, admin or metrics)`,
       );
     }
-    scopes |= SCOPE_BITS[name as KeyScope];
+    scopes |= GRANTS[name as KeyScope];
   }
   return scopes;
+}
+
+/** Whether `text` is scope names joined by `+` (`consume+admin`), as no key should be. */
+function isScopeList(text: string): boolean {
+  return text.split("+").every((s) => Object.hasOwn(SCOPE_BITS, s));
 }
 
 /** `rate=100/s`, `bytes=1MiB/s`, `name=billing` after the key, separated by spaces. */
@@ -106,7 +125,10 @@ function parseOption(option: string, where: string, into: ApiKey): void {
   }
 }
 
-function parseEntry(entry: string, where: string): ApiKey {
+/** What to tell an entry made of scope names only (`consume+admin`); it holds no key to hide. */
+type ScopeHint = (scopes: string) => string;
+
+function parseEntry(entry: string, where: string, scopeHint: ScopeHint): ApiKey {
   const [first, ...options] = entry.split(/\s+/);
   const token = first!;
   let digest: Uint8Array;
@@ -130,17 +152,21 @@ function parseEntry(entry: string, where: string): ApiKey {
         `${where}: a key is 1-${MAX_KEY_LENGTH} printable characters without spaces, "," or ":"`,
       );
     }
-    if (Object.hasOwn(SCOPE_BITS, key)) {
-      // `k:publish,consume` in BROKER_API_KEYS would otherwise make "consume" a key with every scope.
-      throw new ConfigError(
-        `${where}: "${key}" is a scope, not a key; join scopes with + (k:publish+consume)`,
-      );
+    if (isScopeList(key)) {
+      // `k:publish,consume+admin` in BROKER_API_KEYS would otherwise make "consume+admin" a key.
+      throw new ConfigError(`${where}: "${key}" looks like scopes, not a key: ${scopeHint(key)}`);
     }
     digest = keyDigest(key);
     if (colon >= 0) scopes = parseScopes(token.slice(colon + 1), where);
   }
   // Named after its hash by default: the same for a key written plain or hashed, and no secret.
-  const out: ApiKey = { digest, scopes, name: `key-${hexOf(digest).slice(0, 8)}`, limits: {} };
+  const out: ApiKey = {
+    digest,
+    scopes,
+    name: `key-${hexOf(digest).slice(0, 8)}`,
+    limits: {},
+    source: where,
+  };
   if (key !== undefined) out.key = key;
   for (const option of options) parseOption(option, where, out);
   return out;
@@ -152,8 +178,14 @@ function parseEntry(entry: string, where: string): ApiKey {
  */
 export function parseKeyList(value: string, setting = "BROKER_API_KEYS"): ApiKey[] {
   const out: ApiKey[] = [];
-  value.split(",").forEach((entry, i) => {
-    if (entry.trim()) out.push(parseEntry(entry.trim(), `${setting} entry ${i + 1}`));
+  const entries = value.split(",");
+  entries.forEach((entry, i) => {
+    // `k:publish,consume+admin`: the scopes before the comma belong to the same key.
+    const before = /:([a-z+]+)$/.exec(entries[i - 1]?.trim().split(/\s+/)[0] ?? "")?.[1];
+    const hint: ScopeHint = (scopes) =>
+      `in ${setting} a comma starts a new key, so join a key's scopes with + ` +
+      `(key:${before && isScopeList(before) ? `${before}+` : ""}${scopes})`;
+    if (entry.trim()) out.push(parseEntry(entry.trim(), `${setting} entry ${i + 1}`, hint));
   });
   return out;
 }
@@ -163,9 +195,32 @@ export function parseKeyFile(text: string, setting = "BROKER_API_KEYS_FILE"): Ap
   const out: ApiKey[] = [];
   text.split(/\r?\n/).forEach((line, i) => {
     const entry = line.trim();
-    if (entry && !entry.startsWith("#")) out.push(parseEntry(entry, `${setting} line ${i + 1}`));
+    const hint: ScopeHint = (scopes) =>
+      `write the key first, its scopes after a colon (key:${scopes})`;
+    if (entry && !entry.startsWith("#")) {
+      out.push(parseEntry(entry, `${setting} line ${i + 1}`, hint));
+    }
   });
   return out;
+}
+
+/**
+ * Refuses two different keys of one name, so that a name (`name=`, or the default `key-` and 8 hex
+ * digits of the digest) names one key in logs, metrics and the audit log. The same key listed
+ * twice under one name is one key.
+ */
+export function checkNames(keys: readonly ApiKey[]): void {
+  const byName = new Map<string, ApiKey>();
+  for (const k of keys) {
+    const had = byName.get(k.name);
+    if (had && !sameDigest(had.digest, k.digest)) {
+      throw new ConfigError(
+        `${k.source ?? "an API key"}: the name "${k.name}" is taken by another key ` +
+          `(${had.source ?? "listed before"}); give each key a name= of its own`,
+      );
+    }
+    byName.set(k.name, k);
+  }
 }
 
 /** Whether two digests are equal, with no early exit. */

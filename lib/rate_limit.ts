@@ -6,6 +6,8 @@
  * still goes through once, and the key waits that much longer after it. Refused, it learns how
  * long until the buckets hold something again.
  *
+ * Buckets belong to a key, found by its digest, never by its name: two keys never share one.
+ *
  * The buckets live in one buffer, a SharedArrayBuffer when the broker runs several workers
  * (BROKER_WORKERS), so a key's rate is the whole broker's, whichever worker its requests reach;
  * each key's buckets are changed under a lock of their own. Installing keys (start-up, SIGHUP)
@@ -14,6 +16,7 @@
 
 import type { ApiKey } from "./auth.ts";
 import { epochClock } from "./cluster/state.ts";
+import { hexOf } from "../protocol/key_hash.ts";
 
 /** Float64 fields per key: messages' tokens and last refill, bytes' tokens and last refill. */
 const FIELDS = 4;
@@ -25,9 +28,16 @@ function limited(keys: readonly ApiKey[]): ApiKey[] {
   );
 }
 
-/** Every limited key's buckets, by key name. */
+interface Slot {
+  index: number;
+  key: ApiKey;
+}
+
+/** Every limited key's buckets, by the key's digest. */
 export class RateLimiter {
-  #slots = new Map<string, { index: number; key: ApiKey }>();
+  #slots = new Map<string, Slot>();
+  /** The same by the installed key objects (null: not limited), so a publish hashes nothing. */
+  #byKey = new WeakMap<ApiKey, Slot | null>();
   #state: Float64Array<ArrayBufferLike> = new Float64Array(0);
   #locks: Int32Array<ArrayBufferLike> = new Int32Array(0);
 
@@ -61,15 +71,18 @@ export class RateLimiter {
     const b = buffer ?? RateLimiter.buffer(keys, this.clock(), false);
     this.#state = new Float64Array(b, 0, list.length * FIELDS);
     this.#locks = new Int32Array(b, list.length * FIELDS * 8, list.length);
-    this.#slots = new Map(list.map((key, index) => [key.name, { index, key }]));
+    this.#slots = new Map(list.map((key, index) => [hexOf(key.digest), { index, key }]));
+    this.#byKey = new WeakMap(keys.map((k) => [k, this.#slots.get(hexOf(k.digest)) ?? null]));
   }
 
   /**
-   * Admits a publish of `messages` carrying `bytes` by key `name`: 0 when admitted (and taken
-   * from its buckets), else the ms to wait before one can be.
+   * Admits a publish of `messages` carrying `bytes` by `key`: 0 when admitted (and taken from
+   * its buckets), else the ms to wait before one can be.
    */
-  admit(name: string, messages: number, bytes: number): number {
-    const slot = this.#slots.get(name);
+  admit(key: ApiKey, messages: number, bytes: number): number {
+    // A key found before a reload (SIGHUP) is found again by its digest.
+    const known = this.#byKey.get(key);
+    const slot = known === undefined ? this.#slots.get(hexOf(key.digest)) : known;
     if (!slot) return 0;
     const { messagesPerSecond: m, bytesPerSecond: y } = slot.key.limits;
     const at = slot.index * FIELDS;

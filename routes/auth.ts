@@ -4,17 +4,19 @@
  * `/ws` only (browsers cannot set headers there) the `api_key` query parameter.
  */
 
-import { type KeyRing, SCOPE_BITS } from "../lib/auth.ts";
+import { type ApiKey, type KeyRing, SCOPE_BITS } from "../lib/auth.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { problem } from "./http.ts";
 import type { BeforeHook, Caller, Ctx, Route } from "./router.ts";
 
 const BEARER = /^bearer /i;
 
-/** True for the routes that also take `?api_key=`: SSE streams and the WebSockets. */
+/**
+ * True for the routes that also take `?api_key=`: SSE streams and the clients' WebSocket. Not
+ * `/cluster/replicate`: a follower sends its key in a header, out of proxies' access logs.
+ */
 export function takesQueryKey(route: Route): boolean {
-  return route.pattern.startsWith("/stream/") || route.pattern === "/ws" ||
-    route.pattern === "/cluster/replicate";
+  return route.pattern.startsWith("/stream/") || route.pattern === "/ws";
 }
 
 /** The key a request presents: "" for an Authorization header of another scheme, else undefined. */
@@ -37,7 +39,7 @@ export function authHook(keys: KeyRing, limits?: PublishLimits): BeforeHook {
     const given = presentedKey(req, route, ctx);
     const key = given ? keys.find(given) : undefined;
     const scopes = key?.scopes ?? 0;
-    if (key) ctx.caller = caller(key.name, limits);
+    if (key) ctx.caller = caller(key, limits);
     if (scopes === 0) {
       const detail = given === undefined
         ? "Missing API key: send Authorization: Bearer <key> or X-API-Key: <key>"
@@ -48,7 +50,8 @@ export function authHook(keys: KeyRing, limits?: PublishLimits): BeforeHook {
       return problem(
         new BrokerError(
           "forbidden",
-          `This API key lacks the "${route.scope}" scope that ${route.method} ${route.pattern} needs`,
+          `This API key lacks the "${route.scope}" scope that ${route.method} ${route.pattern} needs` +
+            (route.scope === "metrics" ? ' (an "admin" key has it too)' : ""),
         ),
         ctx.requestId,
       );
@@ -57,18 +60,22 @@ export function authHook(keys: KeyRing, limits?: PublishLimits): BeforeHook {
   };
 }
 
-/** What enforces per-key publish limits (lib/rate_limit.ts), and counts refusals by key name. */
+/**
+ * What enforces per-key publish limits (lib/rate_limit.ts, by the key's digest), and counts
+ * refusals by key name (names are unique: lib/auth.ts checkNames).
+ */
 export interface PublishLimits {
   /** 0 when admitted, else the ms to wait. */
-  admit(name: string, messages: number, bytes: number): number;
+  admit(key: ApiKey, messages: number, bytes: number): number;
   refused(name: string): void;
 }
 
-function caller(name: string, limits: PublishLimits | undefined): Caller {
+function caller(key: ApiKey, limits: PublishLimits | undefined): Caller {
+  const name = key.name;
   return {
     name,
     admit(messages, bytes) {
-      const waitMs = limits?.admit(name, messages, bytes) ?? 0;
+      const waitMs = limits?.admit(key, messages, bytes) ?? 0;
       if (waitMs === 0) return;
       limits!.refused(name);
       throw new BrokerError(

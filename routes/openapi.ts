@@ -66,7 +66,8 @@ Every answer carries \`X-Request-Id\` (the client's own value when it sent a san
 
 **Authentication** is off while \`BROKER_API_KEYS\` (or a keys file) is empty. When keys are set,
 every operation but the public ones needs a key with the operation's scope (\`x-ferry-scope\`:
-\`publish\`, \`consume\` or \`admin\`; a key listed without scopes has all three).
+\`publish\`, \`consume\`, \`admin\` or \`metrics\`; \`admin\` includes \`metrics\`, and a key listed
+without scopes has all four).
 
 **Unknown names are refused**: a query parameter an operation does not list, or a JSON body
 field its schema does not have, answers 400 \`bad_request\` naming it and those accepted.

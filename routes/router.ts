@@ -12,7 +12,7 @@ import type { Metrics } from "./metrics.ts";
 import type { RouteDoc } from "./route_doc.ts";
 
 /** Which API-key scope a route needs; `public` needs none. */
-export type Scope = "publish" | "consume" | "admin" | "public";
+export type Scope = "publish" | "consume" | "admin" | "metrics" | "public";
 
 /** What a handler receives besides the request. */
 /** Who sent a request, once the API-key check found its key (API keys on). */

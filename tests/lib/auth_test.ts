@@ -2,6 +2,7 @@ import { assert, assertEquals, assertMatch, assertThrows } from "../_support/ass
 import {
   ALL_SCOPES,
   type ApiKey,
+  checkNames,
   KeyRing,
   MAX_KEY_LENGTH,
   parseKeyFile,
@@ -11,7 +12,9 @@ import {
 import { ConfigError } from "../../lib/config.ts";
 import { hashedKey } from "../../protocol/key_hash.ts";
 
-const { publish, consume, admin } = SCOPE_BITS;
+const { publish, consume, metrics } = SCOPE_BITS;
+/** `admin` reads the metrics too. */
+const admin = SCOPE_BITS.admin | metrics;
 
 /** What a test compares of parsed keys: the key and its scopes. */
 const plain = (keys: ApiKey[]) => keys.map(({ key, scopes }) => ({ key, scopes }));
@@ -45,7 +48,15 @@ Deno.test("parseKeyList() and parseKeyFile() name the setting and position, neve
     [() => parseKeyList(":publish"), /^BROKER_API_KEYS entry 1: a key is/],
     [
       () => parseKeyList("hidden-k:publish,consume"),
-      /^BROKER_API_KEYS entry 2: "consume" is a scope/,
+      /^BROKER_API_KEYS entry 2: "consume" looks like scopes, not a key: .*\(key:publish\+consume\)$/,
+    ],
+    [
+      () => parseKeyList("hidden-k:publish,consume+admin"),
+      /^BROKER_API_KEYS entry 2: "consume\+admin" looks like scopes.*\(key:publish\+consume\+admin\)$/,
+    ],
+    [
+      () => parseKeyFile("hidden-k:publish\nmetrics+consume\n"),
+      /^BROKER_API_KEYS_FILE line 2: "metrics\+consume" looks like scopes.*\(key:metrics\+consume\)$/,
     ],
     [() => parseKeyFile("ok\nhidden key:admin\n"), /^BROKER_API_KEYS_FILE line 2: a key is/],
     [() => parseKeyList("x".repeat(MAX_KEY_LENGTH + 1)), /a key is 1-512/],
@@ -105,4 +116,41 @@ Deno.test("options set a key's name and publish limits; a bad one names the opti
     assertMatch((e as Error).message, re);
     assert(!(e as Error).message.includes("hidden"), (e as Error).message);
   }
+});
+
+Deno.test("the metrics scope reads metrics only; admin includes it; no scopes is every scope", () => {
+  const ring = new KeyRing(parseKeyList("mon:metrics,ops:admin,all"));
+  assertEquals(ring.scopesOf("mon"), metrics);
+  assertEquals(ring.scopesOf("ops") & metrics, metrics);
+  assertEquals(ring.scopesOf("all"), ALL_SCOPES);
+  assertEquals(ALL_SCOPES, publish | consume | admin);
+  const e = assertThrows(() => parseKeyList("hidden:metric"));
+  assertMatch((e as Error).message, /expected publish, consume, admin or metrics/);
+});
+
+Deno.test("checkNames() refuses two keys of one name, naming both entries and never a key", () => {
+  const cases: [string, string, RegExp][] = [
+    [
+      "",
+      "hidden-1 name=ops\nhidden-2 name=ops\n",
+      /^BROKER_API_KEYS_FILE line 2: .*"ops".*line 1\)/,
+    ],
+    [
+      "hidden-1:admin name=ops",
+      "hidden-2 name=ops\n",
+      /line 1: .*"ops".*BROKER_API_KEYS entry 1\)/,
+    ],
+  ];
+  for (const [list, file, re] of cases) {
+    const e = assertThrows(() => checkNames([...parseKeyList(list), ...parseKeyFile(file)]));
+    assert(e instanceof ConfigError, `${e}`);
+    assertMatch(e.message, re);
+    assert(!e.message.includes("hidden"), e.message);
+  }
+  // A key's default name is taken too.
+  const [plainKey] = parseKeyList("hidden-3");
+  assertThrows(() => checkNames([plainKey!, ...parseKeyFile(`hidden-4 name=${plainKey!.name}`)]));
+  // The same key twice under one name is one key; default names differ between keys.
+  checkNames(parseKeyList("hidden-5:publish,hidden-5:consume,hidden-6,hidden-7"));
+  checkNames(parseKeyFile("hidden-8 name=a\nhidden-8:admin name=a\n"));
 });

@@ -4,7 +4,13 @@
  * and its SIGHUP reload.
  */
 
-import { assert, assertEquals, assertNotEquals, Failures } from "../_support/assert.ts";
+import {
+  assert,
+  assertEquals,
+  assertMatch,
+  assertNotEquals,
+  Failures,
+} from "../_support/assert.ts";
 import { KeyRing, type KeyScope, parseKeyList } from "../../lib/auth.ts";
 import { hashedKey } from "../../protocol/key_hash.ts";
 import { Broker } from "../../lib/broker.ts";
@@ -23,8 +29,10 @@ const KEYS: Record<KeyScope, string> = {
   publish: "pub-key-1a2b",
   consume: "con-key-3c4d",
   admin: "adm-key-5e6f",
+  metrics: "met-key-7a8b",
 };
-const API_KEYS = `${FULL},${KEYS.publish}:publish,${KEYS.consume}:consume,${KEYS.admin}:admin`;
+const API_KEYS = `${FULL},${KEYS.publish}:publish,${KEYS.consume}:consume,${KEYS.admin}:admin,` +
+  `${KEYS.metrics}:metrics`;
 
 const bearer = (k: string) => ({ authorization: `Bearer ${k}` });
 
@@ -129,8 +137,10 @@ Deno.test("auth: a key with one scope passes that scope's routes and gets 403 fo
       for (const [scope, key] of Object.entries(KEYS)) {
         if (scope === r.scope && r.pattern === "/api/drain") continue; // the full-key test drains
         const res = await callRoute(b.url, r, { "x-api-key": key });
+        // `admin` includes `metrics` (docs/operating.md).
+        const passes = scope === r.scope || (scope === "admin" && r.scope === "metrics");
         f.check(`${r.method} ${r.pattern} with a ${scope} key`, () => {
-          if (scope === r.scope) assert(![401, 403].includes(res.status), res.text);
+          if (passes) assert(![401, 403].includes(res.status), res.text);
           else {
             assertEquals(res.status, 403, res.text);
             assertEquals(res.code, "forbidden", res.text);
@@ -223,6 +233,7 @@ Deno.test("auth: ?api_key= is accepted on /stream/* and /ws only", async () => {
     assertEquals(await status(`/stream/t1`), 401);
     assertEquals(await status(`/api/queues?api_key=${FULL}`), 401);
     assertEquals(await status(`/consume/t1?api_key=${FULL}`), 401);
+    assertEquals(await status(`/cluster/replicate?node=n&term=1&api_key=${FULL}`), 401);
     assertEquals(
       await status(`/publish/t1?api_key=${FULL}`, { method: "POST", body: "x" }),
       401,
@@ -400,5 +411,196 @@ Deno.test("auth: a hashed key with a rate is held to it (429, metric by name); a
     await child.exited;
     await Deno.remove(dataDir, { recursive: true });
     await Deno.remove(file);
+  }
+});
+
+Deno.test("auth: two keys of one name are refused at start-up, and a reload bringing them keeps the old keys", async () => {
+  const file = await Deno.makeTempFile({ prefix: "ferry-keys-" });
+  const dupes = "dup-b-secret:publish name=same rate=1/s\ndup-a-secret:publish name=same\n";
+  try {
+    await Deno.writeTextFile(file, dupes);
+    const out = await runMain({ dataDir: ":memory:", env: { BROKER_API_KEYS_FILE: file } });
+    const err = out.stderr.trim();
+    assertEquals(out.code, 2, err);
+    assertEquals(err.split("\n").length, 1, err);
+    assertMatch(err, /BROKER_API_KEYS_FILE line 2: the name "same" is taken by another key/);
+    assert(err.includes("BROKER_API_KEYS_FILE line 1") && err.includes("name="), err);
+    assert(!err.includes("secret"), err);
+
+    // Across the two settings too, and against a key's default name.
+    const [other] = parseKeyList("env-secret");
+    await Deno.writeTextFile(file, `file-secret:publish name=${other!.name}\n`);
+    const both = await runMain({
+      dataDir: ":memory:",
+      env: { BROKER_API_KEYS_FILE: file, BROKER_API_KEYS: "env-secret:admin" },
+    });
+    assertEquals(both.code, 2, both.stderr);
+    assertMatch(both.stderr, /BROKER_API_KEYS_FILE line 1: the name "key-[0-9a-f]{8}" is taken/);
+    assert(both.stderr.includes("BROKER_API_KEYS entry 1"), both.stderr);
+
+    const dataDir = await Deno.makeTempDir({ prefix: "ferry-auth-" });
+    await Deno.writeTextFile(file, "dup-b-secret:publish name=same\n");
+    const child = await spawnBroker({ dataDir, env: { BROKER_API_KEYS_FILE: file } });
+    try {
+      await Deno.writeTextFile(file, dupes);
+      const from = child.logs.length;
+      child.kill("SIGHUP");
+      const rec = parseLogLine(
+        await child.logged("api keys not reloaded; the previous keys stay in use", from),
+      )!;
+      assertMatch(String(rec.error), /line 2: the name "same" is taken/);
+      const pub = (key: string) =>
+        call(child.url, "POST", "/publish/t", { body: "x", headers: bearer(key) });
+      assertEquals((await pub("dup-b-secret")).status, 201);
+      assertEquals((await pub("dup-a-secret")).status, 401);
+      assert(!child.logs.join("\n").includes("secret"), "no key in the log");
+    } finally {
+      child.kill("SIGTERM");
+      await child.exited;
+      await Deno.remove(dataDir, { recursive: true });
+    }
+  } finally {
+    await Deno.remove(file);
+  }
+});
+
+Deno.test("auth: each key has buckets of its own: an unlimited key is never held by a limited one", async () => {
+  const b = await startBroker({
+    apiKeys: "slow-key:publish name=slow rate=1/s,free-key:publish name=free",
+  });
+  try {
+    const burst = (key: string) =>
+      Promise.all(
+        Array.from({ length: 20 }, () =>
+          call(b.url, "POST", "/publish/t", { body: "x", headers: bearer(key) })
+            .then((r) =>
+              r.status
+            )),
+      );
+    const slow = await burst("slow-key");
+    // A bucket of 1/s admits while not empty: one, maybe two in the first milliseconds.
+    assert(slow.filter((s) => s === 429).length >= 15, JSON.stringify(slow));
+    const free = await burst("free-key");
+    assertEquals(free.filter((s) => s === 201).length, 20, JSON.stringify(free));
+  } finally {
+    await b.close();
+  }
+});
+
+Deno.test("auth: an entry made of scope names (k:publish,consume+admin) is refused at start-up with what was meant", async () => {
+  const cases: [string, string][] = [
+    ["k9f3e1c2a7b4xx:publish,consume+admin", "key:publish+consume+admin"],
+    ["k9f3e1c2a7b4xx:admin,publish+consume", "key:admin+publish+consume"],
+    ["k9f3e1c2a7b4xx:publish,metrics", "key:publish+metrics"],
+  ];
+  for (const [keys, meant] of cases) {
+    const out = await runMain({ dataDir: ":memory:", env: { BROKER_API_KEYS: keys } });
+    const err = out.stderr.trim();
+    assertEquals(out.code, 2, err);
+    assertEquals(err.split("\n").length, 1, err);
+    assert(err.includes("BROKER_API_KEYS entry 2") && err.includes("looks like scopes"), err);
+    assert(err.includes(meant), err);
+    assert(!err.includes("k9f3e1c2a7b4xx"), err);
+  }
+});
+
+Deno.test("auth: /cluster/replicate reads a key from a header only, never from ?api_key=", async () => {
+  const b = await startBroker({ apiKeys: `${KEYS.admin}:admin,${KEYS.consume}:consume` });
+  try {
+    const path = "/cluster/replicate?node=n1&term=1";
+    for (const key of [KEYS.admin, KEYS.consume]) {
+      const res = await call(b.url, "GET", `${path}&api_key=${key}`);
+      assertProblem(res, 401, "unauthorized");
+    }
+    // With the key in a header, auth passes and the route answers for itself (standalone: 404).
+    const res = await call(b.url, "GET", path, { headers: bearer(KEYS.admin) });
+    assertProblem(res, 404, "not_found");
+  } finally {
+    await b.close();
+  }
+});
+
+Deno.test("auth: the server refuses --api-keys (a key in ps) and points to BROKER_API_KEYS or a keys file", async () => {
+  for (
+    const args of [["--api-keys", "flagkey-SECRET-99887766:admin"], ["--api-keys=flagkey-SECRET"]]
+  ) {
+    const out = await runMain({ dataDir: ":memory:", args });
+    const err = out.stderr.trim();
+    assertEquals(out.code, 2, err);
+    assertEquals(err.split("\n").length, 1, err);
+    assert(err.includes("BROKER_API_KEYS") && err.includes("--api-keys-file"), err);
+    assert(!err.includes("SECRET"), err);
+  }
+});
+
+Deno.test("auth: webhook.add and webhook.delete audit lines name the URL, never its credentials", async () => {
+  const lines: string[] = [];
+  const log = new Logger("error", (l) => lines.push(l));
+  const b = await startBroker({ apiKeys: `${KEYS.admin}:admin name=ops` }, { log });
+  try {
+    const audits = () =>
+      lines.map((l) => JSON.parse(l)).filter((r) =>
+        r.msg === "audit" && r.action.startsWith("webhook")
+      );
+    const h = { headers: bearer(KEYS.admin) };
+    const added = await call(b.url, "POST", "/webhook/hooked", {
+      ...h,
+      json: {
+        url: "https://user:pa55word@hooks.example.com/ferry/in?token=t0ken#x",
+        secret: "s3cret",
+      },
+    });
+    const refused = await call(b.url, "POST", "/webhook/hooked", {
+      ...h,
+      json: { url: "ftp://files.example.com/drop" },
+    });
+    assertEquals(refused.status, 400, refused.text);
+    const rows = () => audits().map((a) => [a.action, a.key, a.subject ?? null, a.status]);
+    assertEquals(rows(), [
+      ["webhook.add", "ops", "https://hooks.example.com/ferry/in", added.status],
+      ["webhook.add", "ops", null, 400],
+    ]);
+    if (added.status === 201) {
+      const id = (added.body as { id: string }).id;
+      assertEquals((await call(b.url, "DELETE", `/api/webhooks/${id}`, h)).status, 200);
+      assertEquals(rows()[2], ["webhook.delete", "ops", "https://hooks.example.com/ferry/in", 200]);
+    }
+    const all = lines.join("\n");
+    for (const secret of ["pa55word", "t0ken", "s3cret", KEYS.admin]) {
+      assert(!all.includes(secret), `the log shows ${secret}`);
+    }
+  } finally {
+    await b.close();
+  }
+});
+
+Deno.test("auth: a metrics key reads /metrics and /api/stats and nothing else; admin still reads metrics", async () => {
+  const b = await startBroker({
+    apiKeys: `${KEYS.metrics}:metrics,${KEYS.admin}:admin,${KEYS.publish}:publish+consume`,
+  });
+  try {
+    const m = { headers: bearer(KEYS.metrics) };
+    const scrape = await call(b.url, "GET", "/metrics", m);
+    assertEquals(scrape.status, 200, scrape.text);
+    assert(scrape.text.includes("# HELP ferry_"), scrape.text);
+    assertEquals((await call(b.url, "GET", "/api/stats", m)).status, 200);
+    assertProblem(await call(b.url, "GET", "/api/queues", m), 403, "forbidden");
+    assertProblem(await call(b.url, "POST", "/publish/t", { ...m, body: "x" }), 403, "forbidden");
+    assertProblem(await call(b.url, "GET", "/consume/t", m), 403, "forbidden");
+    assertProblem(await call(b.url, "POST", "/api/drain", m), 403, "forbidden");
+    assertProblem(
+      await call(b.url, "DELETE", "/api/topics/t", m),
+      403,
+      "forbidden",
+    );
+    assertEquals(
+      (await call(b.url, "GET", "/metrics", { headers: bearer(KEYS.admin) })).status,
+      200,
+    );
+    const app = await call(b.url, "GET", "/metrics", { headers: bearer(KEYS.publish) });
+    assertProblem(app, 403, "forbidden");
+    assert(app.text.includes('lacks the \\"metrics\\" scope'), app.text);
+  } finally {
+    await b.close();
   }
 });

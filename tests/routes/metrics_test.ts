@@ -138,11 +138,12 @@ function freePort(): number {
 }
 
 Deno.test({
-  name: "a real Prometheus scrapes /metrics with a bearer token and sees the published count",
+  name:
+    "a real Prometheus scrapes /metrics with a metrics-scoped bearer token and sees the published count",
   ignore: !prometheusRuns,
   async fn() {
     const key = "scraper-key-4411";
-    const b = await startBroker({ apiKeys: `${key}:admin,pub-key:publish` });
+    const b = await startBroker({ apiKeys: `${key}:metrics,pub-key:publish` }); // no admin needed
     const dir = await Deno.makeTempDir({ prefix: "ferry-prom-" });
     const port = freePort();
     await Deno.writeTextFile(
