@@ -76,7 +76,7 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
   const count = config.workers;
   const lock = config.dataDir === ":memory:"
     ? undefined
-    : await DataDirLock.acquire(config.dataDir);
+    : await DataDirLock.acquire(config.dataDir, log);
   const nodeId = await loadNodeId(config.dataDir); // read once, for every worker
   const keys = workerKeys(await readKeys(config)); // read once too: one layout of the buckets
   const tls = await readTls(config);

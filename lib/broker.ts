@@ -201,7 +201,7 @@ export class Broker implements BrokerContext {
   static async open(config: Config, opts: OpenOptions = {}): Promise<Broker> {
     const lock = config.dataDir === ":memory:" || opts.shard
       ? undefined
-      : await DataDirLock.acquire(config.dataDir);
+      : await DataDirLock.acquire(config.dataDir, opts.log);
     try {
       const b = new Broker(config, opts);
       b.#lock = lock;

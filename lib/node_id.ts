@@ -3,6 +3,8 @@
  * restarts. With `:memory:` there is nothing to keep it in, and each process gets a new one.
  */
 
+import { FILE_MODE } from "./storage/data_dir_modes.ts";
+
 const ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** The node id stored in `dir`, created on first start (written to a temp file, then renamed). */
@@ -16,7 +18,7 @@ export async function loadNodeId(dir: string): Promise<string> {
     if (!(e instanceof Deno.errors.NotFound)) throw e;
   }
   const id = crypto.randomUUID();
-  await Deno.writeTextFile(`${path}.tmp`, id + "\n");
+  await Deno.writeTextFile(`${path}.tmp`, id + "\n", { mode: FILE_MODE });
   await Deno.rename(`${path}.tmp`, path);
   return id;
 }

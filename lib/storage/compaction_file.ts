@@ -6,6 +6,7 @@
 
 import { concat } from "../bytes.ts";
 import { PayloadFile } from "../memory/payload_file.ts";
+import { FILE_MODE } from "./data_dir_modes.ts";
 import { fileHeader } from "./record.ts";
 import { writeAll } from "./wal.ts";
 
@@ -16,11 +17,11 @@ export class CompactionFile {
 
   private constructor(readonly path: string, readonly file: Deno.FsFile) {}
 
-  /** Creates (or empties) the file at `path`. */
+  /** Creates (or empties) the file at `path`, 0600: the log it becomes keeps that mode. */
   static async create(path: string): Promise<CompactionFile> {
     return new CompactionFile(
       path,
-      await Deno.open(path, { write: true, create: true, truncate: true }),
+      await Deno.open(path, { write: true, create: true, truncate: true, mode: FILE_MODE }),
     );
   }
 

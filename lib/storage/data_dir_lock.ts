@@ -6,6 +6,9 @@
  * belongs to the open file, so a second broker in the same process is refused too.
  */
 
+import { type Logger, silentLogger } from "../log.ts";
+import { checkDataDirModes, FILE_MODE, makeDataDir } from "./data_dir_modes.ts";
+
 /** The lock file's name; the WAL scan reads only `*.wal` files, so it is never a topic. */
 export const LOCK_FILE = "ferry.lock";
 
@@ -26,13 +29,19 @@ export class DataDirLock {
   private constructor(readonly dir: string, readonly file: Deno.FsFile) {}
 
   /**
-   * Creates `dir` if needed and locks it, then writes this process's pid into the lock file.
-   * Throws DataDirInUseError, having read nothing but the lock file, when another broker holds it.
+   * Creates `dir` if needed (0700) and locks it, writes this process's pid into the lock file,
+   * then checks the directory's modes (data_dir_modes.ts; its warning goes to `log`). Throws
+   * DataDirInUseError, having read nothing but the lock file, when another broker holds it.
    */
-  static async acquire(dir: string): Promise<DataDirLock> {
-    await Deno.mkdir(dir, { recursive: true });
+  static async acquire(dir: string, log: Logger = silentLogger): Promise<DataDirLock> {
+    await makeDataDir(dir);
     // Not truncated on open: the holder's pid stays readable for the refusal's message.
-    const file = await Deno.open(`${dir}/${LOCK_FILE}`, { read: true, write: true, create: true });
+    const file = await Deno.open(`${dir}/${LOCK_FILE}`, {
+      read: true,
+      write: true,
+      create: true,
+      mode: FILE_MODE,
+    });
     let locked = false;
     try {
       locked = await file.tryLock(true);
@@ -42,7 +51,14 @@ export class DataDirLock {
     if (!locked) throw new DataDirInUseError(await Deno.realPath(dir), await holderPid(dir));
     await file.truncate(0);
     await file.write(new TextEncoder().encode(`${Deno.pid}\n`));
-    return new DataDirLock(dir, file);
+    const lock = new DataDirLock(dir, file);
+    try {
+      await checkDataDirModes(dir, log);
+    } catch (e) {
+      await lock.release();
+      throw e;
+    }
+    return lock;
   }
 
   /** Empties the lock file (its pid is no longer true) and unlocks it. Safe to call twice. */

@@ -27,6 +27,7 @@ import { type Appended, type DurableHook, syncDir, type Wal, writeAll } from "./
 import { ZeroFill } from "./zero_fill.ts";
 import { PayloadGenerations } from "./payload_generations.ts";
 import { CompactionFile } from "./compaction_file.ts";
+import { FILE_MODE } from "./data_dir_modes.ts";
 
 const RESOLVED: Promise<void> = Promise.resolve();
 
@@ -238,7 +239,12 @@ export class FileWal implements Wal {
   async #openFile(): Promise<Deno.FsFile> {
     for (let waitMs = 100;; waitMs = Math.min(waitMs * 2, OPEN_RETRY_MAX_MS)) {
       try {
-        return await Deno.open(this.path, { read: true, write: true, create: true });
+        return await Deno.open(this.path, {
+          read: true,
+          write: true,
+          create: true,
+          mode: FILE_MODE,
+        });
       } catch (e) {
         if (!outOfDescriptors(e) || this.#closed) throw e;
         this.opts.log.warn("WAL file cannot be opened yet: no file descriptor free", {

@@ -16,6 +16,7 @@ import { MemoryWal } from "./memory_wal.ts";
 import type { Wal } from "./wal.ts";
 import { RecordType, type WalRecord } from "./record.ts";
 import { replayFile } from "./replay.ts";
+import { makeDataDirSync } from "./data_dir_modes.ts";
 
 /** What start-up replay found, for the start-up log line. */
 export interface RecoveryReport {
@@ -66,7 +67,7 @@ export function normalise(
  * replay's reads (see lib/storage/replay.ts): nothing else runs before listening.
  */
 function scan(dir: string, log: Logger, owns: (name: string) => boolean): string[] {
-  Deno.mkdirSync(dir, { recursive: true });
+  makeDataDirSync(dir);
   const names: string[] = [];
   for (const e of Deno.readDirSync(dir)) {
     if (!e.isFile) continue;

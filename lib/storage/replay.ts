@@ -22,6 +22,7 @@
 import { Buffer } from "node:buffer";
 import type { Logger } from "../log.ts";
 import { syncDir } from "./wal.ts";
+import { FILE_MODE } from "./data_dir_modes.ts";
 import {
   checksumOk,
   decodeRecordAt,
@@ -272,7 +273,7 @@ async function salvage(
   log: Logger,
 ): Promise<Omit<ReplayResult, "records">> {
   const keptIn = `${path}.cut-${Date.now()}`;
-  const out = await Deno.open(keptIn, { write: true, createNew: true });
+  const out = await Deno.open(keptIn, { write: true, createNew: true, mode: FILE_MODE });
   try {
     for (const s of skipped) await copyRange(file, out, s.offset, s.bytes);
     await out.syncData();
@@ -322,7 +323,12 @@ async function rewriteWithout(
   skipped: Skipped[],
 ): Promise<number> {
   const tmpPath = `${path}.salvage`;
-  const tmp = await Deno.open(tmpPath, { write: true, create: true, truncate: true });
+  const tmp = await Deno.open(tmpPath, {
+    write: true,
+    create: true,
+    truncate: true,
+    mode: FILE_MODE,
+  });
   let written = 0;
   try {
     let pos = 0;

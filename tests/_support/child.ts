@@ -78,12 +78,17 @@ export async function spawnBroker(
     args?: string[];
     /** Open files the process may hold (through util-linux `prlimit`). */
     fdLimit?: number;
+    /** The process's umask, in octal (`"022"`; through `sh -c umask`). */
+    umask?: string;
   },
 ): Promise<ChildBroker> {
   const run = runCommand(["--port", "0", "--data-dir", opts.dataDir, ...(opts.args ?? [])]);
-  const [cmd, args] = opts.fdLimit === undefined
+  let [cmd, args] = opts.fdLimit === undefined
     ? [run.cmd, run.args]
     : ["prlimit", [`--nofile=${opts.fdLimit}`, run.cmd, ...run.args]];
+  if (opts.umask !== undefined) {
+    [cmd, args] = ["sh", ["-c", `umask ${opts.umask} && exec "$@"`, "sh", cmd, ...args]];
+  }
   const process = new Deno.Command(cmd, {
     args,
     env: { NO_COLOR: "1", ...opts.env },
