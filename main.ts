@@ -6,6 +6,7 @@
 
 import { type Config, ConfigError, helpText, loadConfig, SETTINGS } from "./lib/config.ts";
 import { DataDirInUseError } from "./lib/storage/data_dir_lock.ts";
+import { loadSecretBox } from "./lib/push/secret_box.ts";
 import { Logger } from "./lib/log.ts";
 import * as runtime from "./runtime.ts";
 import { supervise } from "./supervisor.ts";
@@ -52,7 +53,8 @@ async function startWorkers(config: Config, log: Logger, underDenoServe: boolean
   }
   const denied = runtime.permissionProblem(config);
   if (denied) fail(1, denied);
-  for (const read of [runtime.readKeys, runtime.readTls, runtime.clusterClients]) {
+  const webhookKey = (c: Config) => c.webhookKeyFile ? loadSecretBox(c) : Promise.resolve();
+  for (const read of [runtime.readKeys, runtime.readTls, runtime.clusterClients, webhookKey]) {
     await read(config).catch((e: Error): never => {
       if (e instanceof ConfigError) fail(2, e.message);
       throw e;

@@ -226,6 +226,7 @@ export function permissionProblem(config: Config): string | undefined {
   for (
     const [setting, path] of [
       ["BROKER_API_KEYS_FILE", config.apiKeysFile],
+      ["BROKER_WEBHOOK_KEY_FILE", config.webhookKeyFile],
       ["BROKER_TLS_CERT", config.tlsCert],
       ["BROKER_TLS_KEY", config.tlsKey],
       ["BROKER_CLUSTER_CA", config.clusterCa],

@@ -49,6 +49,7 @@ import {
   type WebhookVet,
 } from "./push/webhook_pusher.ts";
 import * as webhooks from "./push/webhook_registry.ts";
+import { loadSecretBox, type SecretBox } from "./push/secret_box.ts";
 import type { Webhook } from "./push/webhook_registry.ts";
 import { type MetaRecord, RecordType } from "./storage/record.ts";
 
@@ -110,6 +111,8 @@ export class Broker implements BrokerContext {
   readonly now: () => number;
   readonly log: Logger;
   readonly memory: MemoryBudget;
+  /** Seals and opens webhook secrets; set by open(). */
+  secrets!: SecretBox;
   readonly consumers: Consumers;
   readonly stats: Stats;
   /** Rates over the last minutes, sampled by the sweep. */
@@ -205,9 +208,17 @@ export class Broker implements BrokerContext {
     try {
       const b = new Broker(config, opts);
       b.#lock = lock;
+      b.secrets = await loadSecretBox(config);
       b.nodeId = opts.nodeId ?? await loadNodeId(config.dataDir);
       const member = opts.joinCluster?.(b);
       if (member) b.attachCluster(member.state, member.replicator);
+      if (member && !config.webhookKeyFile) {
+        b.log.warn("webhook key is this node's own: give every node the same one", {
+          key: b.secrets.source,
+          key_id: b.secrets.id,
+          fix: "set BROKER_WEBHOOK_KEY_FILE on every node, or copy this webhook.key to the others",
+        });
+      }
       b.member = member;
       if (config.dataDir !== ":memory:") {
         const { topics, report } = await recover({
@@ -220,6 +231,14 @@ export class Broker implements BrokerContext {
           owns: (name) => owns(opts.shard?.shard, name),
         });
         b.#topics.add(topics);
+        if (!b.cluster) {
+          // Secrets an older broker wrote plain: sealed now, and gone from the files at once.
+          for (const t of await webhooks.sealPlainSecrets(b)) {
+            await b.#compactor.compact(t).catch((e) =>
+              b.log.error("compaction failed", { topic: t.name, error: e })
+            );
+          }
+        }
         // A cluster node pushes only while it leads (cluster/leadership.ts starts them then).
         if (!b.cluster) { for (const t of topics) b.pushers?.sync(t); }
         b.recovery = report;

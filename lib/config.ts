@@ -76,6 +76,8 @@ export interface Config {
   webhookDeny: string;
   /** When set, the only address ranges webhooks may reach. */
   webhookAllow: string;
+  /** File of the key that seals webhook secrets; empty: `<data dir>/webhook.key`. */
+  webhookKeyFile: string;
   logLevel: LogLevel;
   accessLog: boolean;
   /** A WAL file is rewritten once it holds this many times more records than live state. */
@@ -317,6 +319,14 @@ export const SETTINGS: readonly Setting[] = [
       parseCidrList(v, "BROKER_WEBHOOK_ALLOW");
       c.webhookAllow = v;
     },
+  },
+  {
+    env: "BROKER_WEBHOOK_KEY_FILE",
+    flag: "--webhook-key-file",
+    def: "",
+    help: "file of the key (32 bytes, Base64) that seals webhook secrets at rest; default " +
+      "<data dir>/webhook.key, made on first start; every node of a cluster needs the same key",
+    apply: (c, v) => c.webhookKeyFile = v,
   },
   {
     env: "BROKER_LOG_LEVEL",

@@ -8,6 +8,7 @@ import type { Config } from "./config.ts";
 import type { Group } from "./delivery/group.ts";
 import type { Logger } from "./log.ts";
 import type { MemoryBudget } from "./memory/budget.ts";
+import type { SecretBox } from "./push/secret_box.ts";
 import type { Topic } from "./topic.ts";
 
 /** A topic's settings with the broker defaults filled in. */
@@ -23,6 +24,8 @@ export interface BrokerContext {
   readonly log: Logger;
   /** What the broker's messages hold against BROKER_MAX_MEMORY. */
   readonly memory: MemoryBudget;
+  /** Seals and opens webhook secrets (lib/push/secret_box.ts). */
+  readonly secrets: SecretBox;
   /** The topic, or undefined. Never creates. */
   findTopic(name: string): Topic | undefined;
   /** The topic, created with default settings when missing. */

@@ -95,8 +95,10 @@ export function originGroups(origin: string | undefined): string[] | undefined {
 export interface WebhookSpec {
   id: string;
   url: string;
-  /** "" when unsigned. */
+  /** "" unless it came from a record written before secrets were sealed: the plain secret. */
   secret: string;
+  /** The secret, sealed (lib/push/secret_box.ts); absent when unsigned. */
+  sealedSecret?: Uint8Array;
   createdAt: number;
   /** Bytes of the WEBHOOK record that stands for it in the WAL. */
   frameBytes: number;
@@ -316,6 +318,7 @@ export class Topic {
       id: r.id,
       url: r.url,
       secret: r.secret,
+      sealedSecret: r.sealedSecret,
       createdAt: r.createdAt,
       frameBytes: size,
     });

@@ -28,7 +28,7 @@ export function webhookJson(w: Webhook): WebhookJson {
     id: w.id,
     topic: w.topic.name,
     url: w.url,
-    signed: w.secret !== "",
+    signed: w.secret !== "" || w.sealedSecret !== undefined,
     created_at: isoTime(w.createdAt),
   };
 }

@@ -2,9 +2,10 @@
 # The start and dev tasks' launcher: `sh tools/start.sh deno run [deno flags] main.ts [broker
 # flags]` runs that command with read and write access to the data directory and read access to
 # the API keys file and the TLS files (certificate and key; the cluster's and etcd's CAs and
-# client certificate), wherever the settings put them, and no further.
+# client certificate), and the webhook key file, wherever the settings put them, and no further.
 #
-# The paths come from BROKER_DATA_DIR (default ./data), BROKER_API_KEYS_FILE, BROKER_TLS_CERT,
+# The paths come from BROKER_DATA_DIR (default ./data), BROKER_API_KEYS_FILE,
+# BROKER_WEBHOOK_KEY_FILE, BROKER_TLS_CERT,
 # BROKER_TLS_KEY, BROKER_CLUSTER_CA and BROKER_ETCD_CA/CERT/KEY, or from their flags
 # (--data-dir, --api-keys-file, --tls-cert, …), which win, as in lib/config.ts. Deno's task shell expands
 # $VAR but not ${VAR:-default}, and cannot see a task's own arguments, hence this script. It
@@ -13,6 +14,7 @@
 
 data=${BROKER_DATA_DIR:-./data}
 keys=${BROKER_API_KEYS_FILE:-}
+webhookkey=${BROKER_WEBHOOK_KEY_FILE:-}
 cert=${BROKER_TLS_CERT:-}
 key=${BROKER_TLS_KEY:-}
 clusterca=${BROKER_CLUSTER_CA:-}
@@ -24,6 +26,7 @@ for arg in "$@"; do
   case $prev in
     --data-dir) data=$arg ;;
     --api-keys-file) keys=$arg ;;
+    --webhook-key-file) webhookkey=$arg ;;
     --tls-cert) cert=$arg ;;
     --tls-key) key=$arg ;;
     --cluster-ca) clusterca=$arg ;;
@@ -34,6 +37,7 @@ for arg in "$@"; do
   case $arg in
     --data-dir=*) data=${arg#--data-dir=} ;;
     --api-keys-file=*) keys=${arg#--api-keys-file=} ;;
+    --webhook-key-file=*) webhookkey=${arg#--webhook-key-file=} ;;
     --tls-cert=*) cert=${arg#--tls-cert=} ;;
     --tls-key=*) key=${arg#--tls-key=} ;;
     --cluster-ca=*) clusterca=${arg#--cluster-ca=} ;;
@@ -47,7 +51,7 @@ done
 deno=$1
 subcommand=$2
 shift 2
-for file in "$keys" "$cert" "$key" "$clusterca" "$etcdca" "$etcdcert" "$etcdkey"; do
+for file in "$keys" "$webhookkey" "$cert" "$key" "$clusterca" "$etcdca" "$etcdcert" "$etcdkey"; do
   if [ -n "$file" ]; then
     set -- "--allow-read=$file" "$@"
   fi

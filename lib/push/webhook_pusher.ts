@@ -104,7 +104,25 @@ class Pusher extends PushConsumer {
     private readonly owner: Pushers,
   ) {
     super(owner.consumers, hook.topic, group, WEBHOOK_LEASE_MS, () => owner.ctx.now());
-    this.#key = hook.secret ? hmacKey(hook.secret) : undefined;
+    this.#key = this.#signingKey();
+  }
+
+  /**
+   * The HMAC key of the webhook's secret: opened from its seal, or plain from a record written
+   * before sealing. A secret this node cannot open fails each POST unsent (never unsigned).
+   */
+  #signingKey(): Promise<CryptoKey> | undefined {
+    const { hook } = this;
+    if (!hook.sealedSecret) return hook.secret ? hmacKey(hook.secret) : undefined;
+    const key = this.owner.ctx.secrets.open(hook.sealedSecret, hook.id).then(hmacKey);
+    key.catch((e) =>
+      this.owner.ctx.log.error("webhook cannot be signed: its POSTs fail until this is fixed", {
+        id: hook.id,
+        topic: hook.topic.name,
+        error: (e as Error).message,
+      })
+    );
+    return key;
   }
 
   protected get limit(): number {
@@ -150,8 +168,13 @@ class Pusher extends PushConsumer {
     const lease = ephemeral ? 0 : d.lease;
     const body = item.msg.payloadToKeep; // held across the POST's awaits
     const t0 = performance.now();
-    const headers = await this.#headers(item, body);
-    const result = await this.owner.send(this.hook.url, { headers, body });
+    let result: SendResult;
+    try {
+      const headers = await this.#headers(item, body);
+      result = await this.owner.send(this.hook.url, { headers, body });
+    } catch (e) {
+      result = { error: (e as Error).message }; // the secret cannot be read: nothing sent
+    }
     const took = performance.now() - t0;
     const latencyMs = Math.round(took * 10) / 10;
     this.owner.settings.onPost?.(this.hook.topic.name, took / 1000);

@@ -1,7 +1,8 @@
 /**
  * @module Registering and removing webhooks (docs/api/webhooks.md). A registration is a WEBHOOK
  * record in its topic's WAL, so it lives and dies with the topic, survives restarts and
- * compaction, and its own group (`webhook:<id>`) gets every message published after it.
+ * compaction, and its own group (`webhook:<id>`) gets every message published after it. Its
+ * secret is in the record sealed (secret_box.ts), never plain (docs/security.md).
  */
 
 import type { BrokerContext } from "../context.ts";
@@ -52,6 +53,10 @@ export async function register(
       `Invalid secret: at most ${MAX_SECRET_CHARS} characters`,
     );
   }
+  const now = ctx.now();
+  const id = uuidv7(now);
+  // Sealed before the checks: nothing may await between them and the commit.
+  const sealedSecret = secret ? await ctx.secrets.seal(secret, id) : undefined;
   const topic = ctx.getTopic(name);
   for (const w of topic.webhooks.values()) {
     if (w.url === url) {
@@ -61,18 +66,46 @@ export async function register(
       );
     }
   }
-  const now = ctx.now();
-  const id = uuidv7(now);
   await topic.commit({
     type: RecordType.Webhook,
     seq: topic.nextSeq(),
     id,
     url,
-    secret,
+    secret: "",
     createdAt: now,
     active: true,
+    sealedSecret,
   }, now);
   return { ...topic.webhooks.get(id)!, topic };
+}
+
+/**
+ * Seals the secrets that records from before sealing hold plain: a new WEBHOOK record for each
+ * such webhook, same id, sealed. Returns the topics that had one, whose files still hold the
+ * plain secret until they are compacted. Only where the broker may write (not a follower).
+ */
+export async function sealPlainSecrets(ctx: BrokerContext): Promise<Topic[]> {
+  const sealed: Topic[] = [];
+  for (const topic of [...ctx.eachTopic()]) {
+    const plain = [...topic.webhooks.values()].filter((w) => w.secret !== "" && !w.sealedSecret);
+    for (const w of plain) {
+      const sealedSecret = await ctx.secrets.seal(w.secret, w.id);
+      if (topic.webhooks.get(w.id) !== w) continue; // removed or replaced meanwhile
+      const now = ctx.now();
+      await topic.commit({
+        type: RecordType.Webhook,
+        seq: topic.nextSeq(),
+        id: w.id,
+        url: w.url,
+        secret: "",
+        createdAt: w.createdAt,
+        active: true,
+        sealedSecret,
+      }, now);
+    }
+    if (plain.length) sealed.push(topic);
+  }
+  return sealed;
 }
 
 /** The webhook with this id, in whichever topic it is. */

@@ -16,7 +16,8 @@ export const FILE_MODE = 0o600;
 /** The group and other bits: what must be clear for only the broker's user to read. */
 const OTHERS = 0o077;
 /** Names of the files the broker writes in its data directory, and only those. */
-const OWN_FILE = /^(ferry\.lock|node_id|.+\.wal(\.compact|\.salvage|\.cut-\d+)?)$/;
+const OWN_FILE =
+  /^(ferry\.lock|node_id|webhook\.key(\.[0-9a-f-]{36})?|.+\.wal(\.compact|\.salvage|\.cut-\d+)?)$/;
 
 /** Creates `dir` and any missing parents with DIR_MODE; nothing happens when it exists. */
 export function makeDataDir(dir: string): Promise<void> {

@@ -22,9 +22,12 @@
  *   REMOVE   n u32 × id str                    (gone from every group: drop-oldest, moved)
  *   KEY      key str | id str | at time        (an idempotency key kept across compaction)
  *   PURGE    (nothing)                         (every message gone, groups kept)
- *   WEBHOOK  id str | url str | secret str | createdAt time | active u8
+ *   WEBHOOK  id str | url str | secret str | createdAt time | active u8 |
+ *            sealedSecret bytes (absent from older files: read as none)
  *            (a webhook registered, with its own group `webhook:<id>`; active 0: removed,
- *            its group and what the group held gone)
+ *            its group and what the group held gone. The secret is sealed (lib/push/secret_box.ts)
+ *            in sealedSecret, and `secret` is ""; a record written before sealing has the plain
+ *            secret there and no sealedSecret, and an older broker reads a sealed one as unsigned)
  *
  * Versioning: a record's body only grows at its end. A field added later is appended after the
  * last one, written by every encoder from then on, and read only when the body has bytes left;
@@ -149,11 +152,13 @@ export interface WebhookRecord {
   seq: number;
   id: string;
   url: string;
-  /** "" when the webhook is not signed. */
+  /** "" unless the record was written before secrets were sealed: then the plain secret. */
   secret: string;
   createdAt: number;
   /** False: the webhook was removed. */
   active: boolean;
+  /** The secret, sealed (lib/push/secret_box.ts); absent when the webhook is not signed. */
+  sealedSecret?: Uint8Array;
 }
 
 export type WalRecord =
@@ -169,6 +174,7 @@ export type WalRecord =
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
+const NO_BYTES = new Uint8Array(0);
 
 /** The 16-byte header every WAL file starts with. */
 export function fileHeader(): Uint8Array {
@@ -242,7 +248,8 @@ export function frameSize(r: WalRecord): number {
     case RecordType.Purge:
       break;
     case RecordType.Webhook:
-      size += strBytes(r.id) + strBytes(r.url) + strBytes(r.secret) + 8 + 1;
+      size += strBytes(r.id) + strBytes(r.url) + strBytes(r.secret) + 8 + 1 + 4 +
+        (r.sealedSecret?.length ?? 0);
       break;
   }
   return size;
@@ -327,6 +334,7 @@ export function encodeRecordInto(
       w.str(r.secret);
       w.f64(r.createdAt);
       w.u8(r.active ? 1 : 0);
+      w.bytes(r.sealedSecret ?? NO_BYTES);
       break;
   }
   const bodyStart = at + FRAME_HEADER_BYTES;
@@ -448,8 +456,8 @@ export function decodeRecordAt(
       return { type, seq, key: r.str(), id: r.str(), at: r.f64() };
     case RecordType.Purge:
       return { type, seq };
-    case RecordType.Webhook:
-      return {
+    case RecordType.Webhook: {
+      const hook: WebhookRecord = {
         type,
         seq,
         id: r.str(),
@@ -458,6 +466,10 @@ export function decodeRecordAt(
         createdAt: r.f64(),
         active: r.u8() === 1,
       };
+      const sealed = r.pos < r.end ? r.bytes() : NO_BYTES;
+      if (sealed.length) hook.sealedSecret = sealed.slice(); // outlives the read buffer
+      return hook;
+    }
     default:
       throw new Error(`unknown record type ${type}`);
   }

@@ -83,6 +83,16 @@ const records: WalRecord[] = [
   },
   {
     type: RecordType.Webhook,
+    seq: 10,
+    id: "0193a0b1-sealed",
+    url: "https://example.com/hook",
+    secret: "",
+    createdAt: 4,
+    active: true,
+    sealedSecret: new Uint8Array([1, 2, 3, 250]),
+  },
+  {
+    type: RecordType.Webhook,
     seq: 11,
     id: "0193a0b1-hook",
     url: "",

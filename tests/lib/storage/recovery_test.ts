@@ -90,6 +90,7 @@ Deno.test("recover() skips invalid names and removes leftovers of interrupted re
     "node_id",
     "notes.txt",
     "ok.wal",
+    "webhook.key",
   ]);
   assertEquals(lines.length, 1);
   assertEquals(JSON.parse(lines[0]!).file, "bad name.wal");
