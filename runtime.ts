@@ -26,7 +26,7 @@ import { Election } from "./lib/cluster/election.ts";
 import { type ChooserOptions, type Readiness, SyncChooser } from "./lib/cluster/sync.ts";
 import { Etcd } from "./net/etcd.ts";
 import { ReplicaClient } from "./net/leader_link.ts";
-import { fetchSender } from "./net/webhook_sender.ts";
+import { fetchSender, type Resolve } from "./net/webhook_sender.ts";
 import { EgressPolicy } from "./lib/push/egress.ts";
 import { exposedGc, IdleGc } from "./lib/memory/idle_gc.ts";
 import { RateLimiter } from "./lib/rate_limit.ts";
@@ -264,11 +264,15 @@ export function workerKeys(list: ApiKey[]): WorkerKeys {
   return { list, limits: RateLimiter.buffer(new KeyRing(list).keys) as SharedArrayBuffer };
 }
 
-/** Reads the keys, opens the broker (replaying its WALs) and attaches the metrics. */
+/**
+ * Reads the keys, opens the broker (replaying its WALs) and attaches the metrics. `resolve`
+ * gives webhook hosts' addresses instead of DNS (tests).
+ */
 export async function openRuntime(
   config: Config,
   log: Logger,
-  open: Pick<OpenOptions, "clock" | "shard" | "nodeId"> = {},
+  { resolve, ...open }: Pick<OpenOptions, "clock" | "shard" | "nodeId"> & { resolve?: Resolve } =
+    {},
   given: Partial<FromSupervisor> = {},
 ): Promise<Runtime> {
   const keys = new KeyRing(given.keys?.list ?? await readKeys(config));
@@ -282,7 +286,10 @@ export async function openRuntime(
     ...open,
     log,
     onFsync: metrics.observeFsync,
-    ...fetchSender({ policy: new EgressPolicy(config.webhookDeny, config.webhookAllow) }),
+    ...fetchSender({
+      policy: new EgressPolicy(config.webhookDeny, config.webhookAllow),
+      resolve,
+    }),
     onWebhookPost: metrics.observeWebhook,
     joinCluster: config.clusterEtcd.length > 0
       ? (b) => joinCluster(config, b, log, report, clients)

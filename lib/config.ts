@@ -303,8 +303,8 @@ export const SETTINGS: readonly Setting[] = [
     env: "BROKER_WEBHOOK_DENY",
     flag: "--webhook-deny",
     def: "",
-    help: "address ranges webhooks may not reach (10.0.0.0/8,fd00::/8); link-local and metadata " +
-      "addresses are refused anyway",
+    help: "address ranges webhooks may not reach (10.0.0.0/8,fd00::/8); loopback, link-local and " +
+      "metadata addresses are refused anyway",
     apply: (c, v) => {
       parseCidrList(v, "BROKER_WEBHOOK_DENY");
       c.webhookDeny = v;
@@ -314,7 +314,7 @@ export const SETTINGS: readonly Setting[] = [
     env: "BROKER_WEBHOOK_ALLOW",
     flag: "--webhook-allow",
     def: "",
-    help: "when set, the only address ranges webhooks may reach",
+    help: "when set, the only address ranges webhooks may reach (127.0.0.0/8,::1 opens loopback)",
     apply: (c, v) => {
       parseCidrList(v, "BROKER_WEBHOOK_ALLOW");
       c.webhookAllow = v;

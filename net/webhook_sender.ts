@@ -1,13 +1,15 @@
 /**
  * @module How the broker POSTs a webhook: over fetch, no redirects followed, the first 1 KiB of
- * the answer kept for the attempts log, a timeout or a network error reported as text. Before
- * each POST the target's host is resolved and every address it resolves to is checked against
- * the egress policy (lib/push/egress.ts). An `http:` POST then connects to an address it
- * checked, so a DNS answer that changes between the check and the connection cannot lead
- * elsewhere; an `https:` one is sent only to a peer with a certificate for the URL's host.
+ * the answer kept for the attempts log (none from an internal target: loopback, private,
+ * link-local), a timeout or a network error reported as text. Before each POST the target's host
+ * is resolved and every address it resolves to is checked against the egress policy
+ * (lib/push/egress.ts). An `http:` POST then connects to an address it checked, so a DNS answer
+ * that changes between the check and the connection cannot lead elsewhere; an `https:` one is
+ * sent only to a peer with a certificate for the URL's host.
  */
 
-import { EgressPolicy, isAddress } from "../lib/push/egress.ts";
+import { isAddress } from "../lib/push/address_range.ts";
+import { EgressPolicy, isInternal } from "../lib/push/egress.ts";
 import type { SendResult, WebhookSend, WebhookVet } from "../lib/push/webhook_pusher.ts";
 
 /** How long a webhook endpoint may take to answer (docs/api/webhooks.md: any 2xx within 15 s). */
@@ -24,6 +26,8 @@ interface Route {
   until: number;
   refused?: string;
   pin?: { address: string; port: number };
+  /** Whether an address it may connect to is internal: its answers are not kept. */
+  internal?: boolean;
 }
 
 /** A host's addresses: what the system resolver answers for A and AAAA. */
@@ -51,7 +55,8 @@ export interface Sender {
 
 /**
  * Sends over fetch with no redirects followed (a 3xx is a failure, as at Svix), reading the
- * first 1 KiB of the answer and dropping the rest, and refuses targets `policy` refuses.
+ * first 1 KiB of the answer and dropping the rest (all of it from an internal address), and
+ * refuses targets `policy` refuses. `resolve` gives a host's addresses (default: DNS).
  */
 export function fetchSender(
   opts: { timeoutMs?: number; policy?: EgressPolicy; resolve?: Resolve } = {},
@@ -90,9 +95,17 @@ export function fetchSender(
     const until = performance.now() + RESOLVED_FOR_MS;
     if (refused) return { until, refused };
     // Plain HTTP goes to the address just checked. HTTPS needs no pin: its request is sent only
-    // to a peer holding a certificate for the URL's host, which a rebound address will not.
-    if (isAddress(host) || target.protocol !== "http:") return { until };
-    return { until, pin: { address: addresses[0]!, port: Number(target.port || 80) } };
+    // to a peer holding a certificate for the URL's host, which a rebound address will not; it
+    // may connect to any address the name has, so its answers are kept only if none is internal.
+    if (isAddress(host) || target.protocol !== "http:") {
+      return { until, internal: addresses.some(isInternal) };
+    }
+    const address = addresses[0]!;
+    return {
+      until,
+      pin: { address, port: Number(target.port || 80) },
+      internal: isInternal(address),
+    };
   }
 
   const send: WebhookSend = async (url, { headers, body }) => {
@@ -108,7 +121,7 @@ export function fetchSender(
     }
     if (route.refused) return { refused: route.refused };
     const client = route.pin && pinnedTo(route.pin.address, route.pin.port);
-    return await post(url, headers, body, timeoutMs, client);
+    return await post(url, headers, body, timeoutMs, client, !route.internal);
   };
 
   const vet: WebhookVet = async (url) => {
@@ -130,6 +143,7 @@ async function post(
   body: Uint8Array,
   timeoutMs: number,
   client: Deno.HttpClient | undefined,
+  keepAnswer: boolean,
 ): Promise<SendResult> {
   try {
     const res = await fetch(url, {
@@ -140,6 +154,10 @@ async function post(
       signal: AbortSignal.timeout(timeoutMs),
       client,
     });
+    if (!keepAnswer) {
+      await res.body?.cancel().catch(() => {});
+      return { status: res.status, answer: null };
+    }
     let answer = "";
     if (res.body) {
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();

@@ -451,7 +451,11 @@ export const SCHEMAS = {
       retry_count: count,
       status: { type: ["integer", "null"], description: "The receiver's status; null if none." },
       latency_ms: { type: "number", minimum: 0 },
-      answer: { type: "string", description: "The first 1 KiB of the receiver's answer." },
+      answer: {
+        type: ["string", "null"],
+        description: "The first 1 KiB of the receiver's answer; null if none is kept (no " +
+          "answer, or a loopback or private target).",
+      },
       error: { type: ["string", "null"] },
       outcome: webhookOutcome,
     },

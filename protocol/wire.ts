@@ -230,8 +230,8 @@ export interface WebhookAttempt {
   retry_count: number;
   status: number | null;
   latency_ms: number;
-  /** The first 1 KiB of the receiver's answer. */
-  answer: string;
+  /** The first 1 KiB of the receiver's answer; null: none kept (no answer, or an internal target). */
+  answer: string | null;
   error: string | null;
   outcome: WebhookOutcome;
 }

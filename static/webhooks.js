@@ -25,7 +25,7 @@ import {
  * @property {number} latency_ms
  * @property {string} outcome
  * @property {string | null} error
- * @property {string} [answer]
+ * @property {string | null} [answer]
  * @property {string} [message_id]
  * @property {number} [retry_count]
  */

@@ -1,99 +1,81 @@
 /**
- * @module Which addresses webhooks may reach (docs/security.md "Webhook targets"): CIDR ranges
- * from BROKER_WEBHOOK_DENY and BROKER_WEBHOOK_ALLOW, and built-in denials of link-local and
- * cloud metadata addresses. An address is refused when BROKER_WEBHOOK_DENY holds it; else, when
- * BROKER_WEBHOOK_ALLOW is set, unless it holds it; else when a built-in denial holds it.
- * Loopback and private ranges are allowed unless denied: self-hosted receivers live there. Pure:
- * net/webhook_sender.ts resolves names and asks before each POST.
+ * @module Which addresses webhooks may reach (docs/security.md "Webhook targets"). Unspecified
+ * addresses (`0.0.0.0/8`, `::`) are always refused: a connection to them reaches the broker's own
+ * host. Then an address is refused when BROKER_WEBHOOK_DENY holds it; when a built-in denial
+ * (loopback, link-local, site-local, cloud metadata) holds it, unless an entry of
+ * BROKER_WEBHOOK_ALLOW inside that denial holds it too (`0.0.0.0/0` opens none of them); else,
+ * when BROKER_WEBHOOK_ALLOW is set, unless it holds it. An IPv6 address that embeds an IPv4 one
+ * (lib/push/address_range.ts) is judged as that IPv4 address. Private ranges are allowed unless
+ * denied: self-hosted receivers live there. Pure: net/webhook_sender.ts resolves names and asks
+ * before each POST.
  */
 
-/** A range: its first address and prefix length, IPv4 held as IPv4-mapped IPv6 (::ffff:0:0/96). */
-interface Cidr {
-  text: string;
-  base: bigint;
-  bits: number;
-}
+import {
+  addressValue,
+  type Cidr,
+  embeddedV4,
+  formatV4,
+  holds,
+  inside,
+  parseCidr,
+} from "./address_range.ts";
 
-/** Refused unless BROKER_WEBHOOK_ALLOW names them: link-local, and metadata services. */
-export const BUILT_IN_DENY = [
-  "169.254.0.0/16", // link-local, including 169.254.169.254 (AWS, GCP, Azure metadata)
-  "fe80::/10", // IPv6 link-local
-  "fd00:ec2::254/128", // AWS metadata over IPv6
-  "100.100.100.200/32", // Alibaba Cloud metadata
+/** Refused whatever the settings say: "this host, any address" is the broker's own host. */
+export const UNSPECIFIED = ["0.0.0.0/8", "::/128"];
+
+/** Refused unless an entry of BROKER_WEBHOOK_ALLOW inside the range names the address. */
+export const BUILT_IN_DENY: readonly { range: string; what: string }[] = [
+  { range: "127.0.0.0/8", what: "loopback" },
+  { range: "::1", what: "loopback" },
+  // Including 169.254.169.254 (AWS, GCP, Azure metadata).
+  { range: "169.254.0.0/16", what: "link-local or a metadata address" },
+  { range: "fe80::/10", what: "link-local" },
+  // Deprecated (RFC 3879) but still routed on some networks, with no public use.
+  { range: "fec0::/10", what: "site-local" },
+  { range: "fd00:ec2::254", what: "a metadata address" }, // AWS over IPv6
+  { range: "100.100.100.200", what: "a metadata address" }, // Alibaba Cloud
 ];
 
-const V4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/;
+/** Private and shared ranges: allowed unless denied, but internal (answers not kept). */
+export const PRIVATE = [
+  "10.0.0.0/8",
+  "172.16.0.0/12",
+  "192.168.0.0/16",
+  "100.64.0.0/10",
+  "fc00::/7",
+];
 
-function v4(text: string): bigint | undefined {
-  const m = V4.exec(text);
-  if (!m) return undefined;
-  let n = 0n;
-  for (const part of m.slice(1)) {
-    const b = Number(part);
-    if (b > 255 || (part.length > 1 && part.startsWith("0"))) return undefined;
-    n = (n << 8n) | BigInt(b);
-  }
-  return 0xffff00000000n | n;
+/** The opt-in for receivers on the broker's own host, as refusals and the start-up line name it. */
+export const LOOPBACK_ALLOW = "127.0.0.0/8,::1";
+
+const unspecified = UNSPECIFIED.map((c) => parseCidr(c)!);
+const builtIns = BUILT_IN_DENY.map((b) => ({ ...b, cidr: parseCidr(b.range)! }));
+const internal = [
+  ...unspecified,
+  ...builtIns.map((b) => b.cidr),
+  ...PRIVATE.map((c) => parseCidr(c)!),
+];
+
+/** The values `value` is judged as, each with the words that name it in a refusal. */
+function judgedAs(address: string, value: bigint): { value: bigint; subject: string }[] {
+  const embedded = embeddedV4(value);
+  if (!embedded) return [{ value, subject: address }];
+  return embedded.addresses.map((v) => ({
+    value: v,
+    subject: `${address} embeds ${formatV4(v)} (${embedded.kind}), which`,
+  }));
 }
 
-function v6(text: string): bigint | undefined {
-  const zone = text.indexOf("%");
-  let s = zone < 0 ? text : text.slice(0, zone);
-  let tail: bigint | undefined; // an embedded IPv4 in the last 32 bits
-  const lastColon = s.lastIndexOf(":");
-  if (s.slice(lastColon + 1).includes(".")) {
-    const four = v4(s.slice(lastColon + 1));
-    if (four === undefined) return undefined;
-    tail = four & 0xffffffffn;
-    s = s.slice(0, lastColon + 1) + "0:0";
-  }
-  const halves = s.split("::");
-  if (halves.length > 2) return undefined;
-  const groups = (h: string) => h === "" ? [] : h.split(":");
-  const head = groups(halves[0]!);
-  const rest = halves.length === 2 ? groups(halves[1]!) : [];
-  const missing = 8 - head.length - rest.length;
-  if (halves.length === 1 ? missing !== 0 : missing < 1) return undefined;
-  const all = [...head, ...Array(halves.length === 2 ? missing : 0).fill("0"), ...rest];
-  let n = 0n;
-  for (const g of all) {
-    if (!/^[0-9a-fA-F]{1,4}$/.test(g)) return undefined;
-    n = (n << 16n) | BigInt(parseInt(g, 16));
-  }
-  return tail === undefined ? n : (n & ~0xffffffffn) | tail;
-}
-
-/** An IP address as a 128-bit number (IPv4 mapped), or undefined when it is not one. */
-export function addressValue(text: string): bigint | undefined {
-  const bare = text.startsWith("[") && text.endsWith("]") ? text.slice(1, -1) : text;
-  return bare.includes(":") ? v6(bare) : v4(bare);
-}
-
-/** Whether `text` is an IP address literal (`[…]` for IPv6 as in a URL). */
-export function isAddress(text: string): boolean {
-  return addressValue(text) !== undefined;
-}
-
-function parseCidr(entry: string): Cidr | undefined {
-  const slash = entry.indexOf("/");
-  const addr = slash < 0 ? entry : entry.slice(0, slash);
-  const value = addressValue(addr);
-  if (value === undefined) return undefined;
-  const isV4 = !addr.includes(":");
-  const max = isV4 ? 32 : 128;
-  const prefixText = slash < 0 ? undefined : entry.slice(slash + 1);
-  if (prefixText !== undefined && !/^\d{1,3}$/.test(prefixText)) return undefined;
-  const prefix = prefixText === undefined ? max : Number(prefixText);
-  if (prefix > max) return undefined;
-  const bits = isV4 ? 96 + prefix : prefix;
-  const mask = bits === 0 ? 0n : ((1n << BigInt(bits)) - 1n) << BigInt(128 - bits);
-  return { text: entry, base: value & mask, bits };
-}
-
-function holds(c: Cidr, value: bigint): boolean {
-  if (c.bits === 0) return true;
-  const mask = ((1n << BigInt(c.bits)) - 1n) << BigInt(128 - c.bits);
-  return (value & mask) === c.base;
+/**
+ * Whether `address` is internal: unspecified, loopback, private, link-local, site-local or a
+ * metadata address (or an IPv6 address embedding one). The attempts log keeps no answer of it.
+ */
+export function isInternal(address: string): boolean {
+  const value = addressValue(address);
+  if (value === undefined) return true;
+  return [value, ...embeddedV4(value)?.addresses ?? []].some((v) =>
+    internal.some((c) => holds(c, v))
+  );
 }
 
 /** A comma-separated list of ranges (`10.0.0.0/8`, `fd00::/8`, or single addresses). */
@@ -119,7 +101,6 @@ export function parseCidrList(list: string, setting: string): Cidr[] {
 export class EgressPolicy {
   readonly #deny: Cidr[];
   readonly #allow: Cidr[];
-  readonly #builtIn = BUILT_IN_DENY.map((c) => parseCidr(c)!);
 
   /** From BROKER_WEBHOOK_DENY and BROKER_WEBHOOK_ALLOW; throws naming the setting and entry. */
   constructor(deny = "", allow = "") {
@@ -133,15 +114,31 @@ export class EgressPolicy {
     if (value === undefined) return `"${address}" is not an IP address`;
     const denied = this.#deny.find((c) => holds(c, value));
     if (denied) return `${address} is in BROKER_WEBHOOK_DENY (${denied.text})`;
-    if (this.#allow.length) {
-      return this.#allow.some((c) => holds(c, value))
-        ? undefined
-        : `${address} is not in BROKER_WEBHOOK_ALLOW`;
+    for (const { value: v, subject } of judgedAs(address, value)) {
+      const why = this.#judge(v, subject);
+      if (why) return why;
     }
-    const builtIn = this.#builtIn.find((c) => holds(c, value));
+    return undefined;
+  }
+
+  #judge(value: bigint, subject: string): string | undefined {
+    const any = unspecified.find((c) => holds(c, value));
+    if (any) {
+      return `${subject} is unspecified (${any.text}): it reaches the broker's own host, ` +
+        "and no setting allows it";
+    }
+    const denied = this.#deny.find((c) => holds(c, value));
+    if (denied) return `${subject} is in BROKER_WEBHOOK_DENY (${denied.text})`;
+    const builtIn = builtIns.find((b) => holds(b.cidr, value));
     if (builtIn) {
-      return `${address} is link-local or a metadata address (${builtIn.text}); ` +
-        "BROKER_WEBHOOK_ALLOW must name it to allow it";
+      const opened = this.#allow.some((c) => inside(c, builtIn.cidr) && holds(c, value));
+      return opened
+        ? undefined
+        : `${subject} is ${builtIn.what}; BROKER_WEBHOOK_ALLOW must name it ` +
+          `(e.g. ${builtIn.range}) to allow it`;
+    }
+    if (this.#allow.length && !this.#allow.some((c) => holds(c, value))) {
+      return `${subject} is not in BROKER_WEBHOOK_ALLOW`;
     }
     return undefined;
   }

@@ -34,11 +34,12 @@ export const PROBE_FIRST_MS = 1_000;
 export const PROBE_MAX_MS = 5 * 60_000;
 
 /**
- * What sending one POST gave: a status and the start of the answer, a failure, or a refusal of
- * the target by the egress policy (lib/push/egress.ts: nothing was sent).
+ * What sending one POST gave: a status and the start of the answer (null: not kept, the target
+ * is internal), a failure, or a refusal of the target by the egress policy (lib/push/egress.ts:
+ * nothing was sent).
  */
 export type SendResult =
-  | { status: number; answer: string }
+  | { status: number; answer: string | null }
   | { error: string }
   | { refused: string };
 
@@ -58,8 +59,11 @@ export interface Attempt {
   retryCount: number;
   status: number | null;
   latencyMs: number;
-  /** The first 1 KiB of the answer. */
-  answer: string;
+  /**
+   * The first 1 KiB of the answer; null when none is kept: no answer came, or the target is
+   * loopback or private (docs/api/webhooks.md, "List webhooks and their attempts").
+   */
+  answer: string | null;
   error: string | undefined;
   outcome: Outcome;
 }
@@ -187,7 +191,7 @@ class Pusher extends PushConsumer {
       retryCount: item.retryCount,
       status,
       latencyMs,
-      answer: "answer" in result ? result.answer.slice(0, ANSWER_CHARS) : "",
+      answer: "answer" in result ? result.answer?.slice(0, ANSWER_CHARS) ?? null : null,
       error: "error" in result
         ? result.error
         : "refused" in result

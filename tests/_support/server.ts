@@ -10,6 +10,7 @@ import { createHandler } from "../../routes/app.ts";
 import type { BeforeHook } from "../../routes/router.ts";
 import { appOptions, openRuntime, type Runtime } from "../../runtime.ts";
 import { call, type CallInit, type Res } from "./http.ts";
+import type { Resolve } from "../../net/webhook_sender.ts";
 
 export interface InProcessBroker {
   url: string;
@@ -25,16 +26,17 @@ export interface InProcessBroker {
  * Starts a broker and Deno.serve on 127.0.0.1:0 in this process, with a temp data dir, built by
  * runtime.ts's openRuntime() and appOptions(): the same hooks (API keys, metrics, access log) as
  * production, then `before` (a test's own hooks). `log` receives the broker's log lines (default:
- * none).
+ * none); `resolve` answers for webhook hosts instead of DNS. Webhooks to the test's own loopback
+ * receivers need `webhookAllow: LOOPBACK_ALLOW` (lib/push/egress.ts), as in production.
  */
 export async function startBroker(
   overrides: Partial<Config> = {},
-  opts: { clock?: () => number; log?: Logger; before?: BeforeHook[] } = {},
+  opts: { clock?: () => number; log?: Logger; before?: BeforeHook[]; resolve?: Resolve } = {},
 ): Promise<InProcessBroker> {
   const dataDir = overrides.dataDir ?? await Deno.makeTempDir({ prefix: "ferry-test-" });
   const config = defaultConfig({ port: 0, logLevel: "error", ...overrides, dataDir });
   const log = opts.log ?? new Logger(config.logLevel, () => {});
-  const runtime = await openRuntime(config, log, { clock: opts.clock });
+  const runtime = await openRuntime(config, log, { clock: opts.clock, resolve: opts.resolve });
   const { broker } = runtime;
   const options = appOptions(config, log, runtime);
   options.before = [...options.before ?? [], ...opts.before ?? []];
@@ -58,8 +60,11 @@ export async function startBroker(
  * Runs `fn` against a broker on the real clock, which sweeps by itself (leases and long polls
  * end in real time: for clients that keep their own timers), and always closes it.
  */
-export async function withLiveBroker(fn: (b: InProcessBroker) => Promise<void>): Promise<void> {
-  const b = await startBroker();
+export async function withLiveBroker(
+  fn: (b: InProcessBroker) => Promise<void>,
+  overrides: Partial<Config> = {},
+): Promise<void> {
+  const b = await startBroker(overrides);
   try {
     await fn(b);
   } finally {

@@ -7,6 +7,7 @@
 import { assert, assertEquals } from "../_support/assert.ts";
 import { withDashboard } from "../_support/browser.ts";
 import { call, publish } from "../_support/http.ts";
+import { LOOPBACK_ALLOW } from "../../lib/push/egress.ts";
 
 Deno.test("the live tail shows each message as it is published, with pause and filter", async () => {
   await withDashboard({}, async ({ page, url, open }) => {
@@ -55,7 +56,7 @@ Deno.test("webhooks: add one, see its attempts and state, delete it", async () =
   );
   const hook = `http://127.0.0.1:${receiver.addr.port}/hook`;
   try {
-    await withDashboard({}, async ({ page, url, open }) => {
+    await withDashboard({ webhookAllow: LOOPBACK_ALLOW }, async ({ page, url, open }) => {
       await publish(url, "orders", "before"); // the topic exists
       await open("#/webhooks/orders");
       await page.getByText("No webhooks on orders.").waitFor();

@@ -7,6 +7,7 @@
 
 import { assert, assertEquals } from "../_support/assert.ts";
 import { start, stop, withDataDir } from "../_support/child.ts";
+import { LOOPBACK_ALLOW } from "../../lib/push/egress.ts";
 import { call, consumeList, tryPublish } from "../_support/http.ts";
 
 const MESSAGES = 300;
@@ -29,7 +30,10 @@ Deno.test({
         onReceive();
         return new Response(null, { status: 200 });
       });
-      const env = { BROKER_WEBHOOK_RETRY_SCHEDULE: "50ms,100ms,200ms" };
+      const env = {
+        BROKER_WEBHOOK_RETRY_SCHEDULE: "50ms,100ms,200ms",
+        BROKER_WEBHOOK_ALLOW: LOOPBACK_ALLOW, // the receiver is on loopback
+      };
       try {
         let child = await start(dir, env);
         const reg = await call(child, "POST", "/webhook/jobs", {

@@ -10,6 +10,7 @@ import { assert, assertEquals } from "../_support/assert.ts";
 import { assertProblem, consume, type Json, publish } from "../_support/http.ts";
 import { parseMetrics } from "../_support/metrics.ts";
 import { Clock, withBroker } from "../_support/server.ts";
+import { LOOPBACK_ALLOW } from "../../lib/push/egress.ts";
 import { Logger } from "../../lib/log.ts";
 
 interface Received {
@@ -102,7 +103,7 @@ Deno.test("POST /webhook/{topic} registers a webhook: 201 without its secret; 40
 Deno.test("a publish is POSTed unchanged with its metadata and both signatures", async () => {
   const r = receiver();
   try {
-    await withBroker({}, async (ctx) => {
+    await withBroker({ webhookAllow: LOOPBACK_ALLOW }, async (ctx) => {
       const secret = `whsec_${btoa("0123456789abcdef0123456789abcdef")}`;
       await ctx.call("POST", "/webhook/orders", { json: { url: r.url, secret } });
       const body = JSON.stringify({ order: 42, note: "naïve" });
@@ -135,27 +136,30 @@ Deno.test("a publish is POSTed unchanged with its metadata and both signatures",
 Deno.test("a failing endpoint is retried on the schedule, X-Ferry-Retry-Count counting up", async () => {
   const r = receiver([500, 503, 200]);
   try {
-    await withBroker({ webhookRetryScheduleMs: SCHEDULE }, async (ctx) => {
-      const reg = await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
-      await publish(ctx, "jobs", "work");
-      await r.received(1);
-      await waitFor(async () => (await attempts(ctx, reg.body.id)).length === 1);
-      await ctx.tick(SCHEDULE[0]! * 1.1 + 1); // the first wait, jitter included
-      await r.received(2);
-      await waitFor(async () => (await attempts(ctx, reg.body.id)).length === 2);
-      await ctx.tick(SCHEDULE[1]! * 1.1 + 1);
-      await r.received(3);
-      assertEquals(r.got.map((g) => g.headers.get("x-ferry-retry-count")), ["0", "1", "2"]);
-      await waitFor(async () => (await attempts(ctx, reg.body.id)).length === 3);
-      const log = await attempts(ctx, reg.body.id);
-      assertEquals(log.map((a: Json) => [a.status, a.outcome]), [
-        [200, "delivered"],
-        [503, "retried"],
-        [500, "retried"],
-      ]);
-      const [hook] = (await ctx.call("GET", "/api/webhooks?topic=jobs")).body;
-      assertEquals(hook.pending, 0, "delivered and acked");
-    });
+    await withBroker(
+      { webhookAllow: LOOPBACK_ALLOW, webhookRetryScheduleMs: SCHEDULE },
+      async (ctx) => {
+        const reg = await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
+        await publish(ctx, "jobs", "work");
+        await r.received(1);
+        await waitFor(async () => (await attempts(ctx, reg.body.id)).length === 1);
+        await ctx.tick(SCHEDULE[0]! * 1.1 + 1); // the first wait, jitter included
+        await r.received(2);
+        await waitFor(async () => (await attempts(ctx, reg.body.id)).length === 2);
+        await ctx.tick(SCHEDULE[1]! * 1.1 + 1);
+        await r.received(3);
+        assertEquals(r.got.map((g) => g.headers.get("x-ferry-retry-count")), ["0", "1", "2"]);
+        await waitFor(async () => (await attempts(ctx, reg.body.id)).length === 3);
+        const log = await attempts(ctx, reg.body.id);
+        assertEquals(log.map((a: Json) => [a.status, a.outcome]), [
+          [200, "delivered"],
+          [503, "retried"],
+          [500, "retried"],
+        ]);
+        const [hook] = (await ctx.call("GET", "/api/webhooks?topic=jobs")).body;
+        assertEquals(hook.pending, 0, "delivered and acked");
+      },
+    );
   } finally {
     await r.close();
   }
@@ -164,30 +168,33 @@ Deno.test("a failing endpoint is retried on the schedule, X-Ferry-Retry-Count co
 Deno.test("past the schedule the message goes to {topic}.dlq with the last status as its reason", async () => {
   const r = receiver([503]);
   try {
-    await withBroker({ webhookRetryScheduleMs: SCHEDULE }, async (ctx) => {
-      const reg = await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
-      const p = await publish(ctx, "jobs", "doomed");
-      for (let attempt = 1; attempt <= SCHEDULE.length + 1; attempt++) {
-        await r.received(attempt);
-        await waitFor(async () => (await attempts(ctx, reg.body.id)).length === attempt);
-        if (attempt <= SCHEDULE.length) await ctx.tick(SCHEDULE[attempt - 1]! * 1.1 + 1);
-      }
-      const dead = await consume(ctx, "jobs.dlq", "peek=true");
-      assertEquals([dead.id, dead.reason, dead.group], [
-        p.id,
-        "HTTP 503",
-        `webhook:${reg.body.id}`,
-      ]);
-      assertEquals((await attempts(ctx, reg.body.id))[0].outcome, "dead_lettered");
-      // With the webhook gone, a redrive must not leave the message in its orphaned group.
-      await ctx.call("DELETE", `/api/webhooks/${reg.body.id}`);
-      assertEquals((await ctx.call("POST", "/api/queues/redrive?queue=jobs")).body.moved, 1);
-      // /metrics has a series for every group of a topic, webhooks' included.
-      const groups = parseMetrics((await ctx.call("GET", "/metrics")).text)
-        .filter((s) => s.name === "ferry_queue_in_flight" && s.labels.topic === "jobs")
-        .map((s) => s.labels.group);
-      assertEquals(groups, [""], "no group of the removed webhook comes back");
-    });
+    await withBroker(
+      { webhookAllow: LOOPBACK_ALLOW, webhookRetryScheduleMs: SCHEDULE },
+      async (ctx) => {
+        const reg = await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
+        const p = await publish(ctx, "jobs", "doomed");
+        for (let attempt = 1; attempt <= SCHEDULE.length + 1; attempt++) {
+          await r.received(attempt);
+          await waitFor(async () => (await attempts(ctx, reg.body.id)).length === attempt);
+          if (attempt <= SCHEDULE.length) await ctx.tick(SCHEDULE[attempt - 1]! * 1.1 + 1);
+        }
+        const dead = await consume(ctx, "jobs.dlq", "peek=true");
+        assertEquals([dead.id, dead.reason, dead.group], [
+          p.id,
+          "HTTP 503",
+          `webhook:${reg.body.id}`,
+        ]);
+        assertEquals((await attempts(ctx, reg.body.id))[0].outcome, "dead_lettered");
+        // With the webhook gone, a redrive must not leave the message in its orphaned group.
+        await ctx.call("DELETE", `/api/webhooks/${reg.body.id}`);
+        assertEquals((await ctx.call("POST", "/api/queues/redrive?queue=jobs")).body.moved, 1);
+        // /metrics has a series for every group of a topic, webhooks' included.
+        const groups = parseMetrics((await ctx.call("GET", "/metrics")).text)
+          .filter((s) => s.name === "ferry_queue_in_flight" && s.labels.topic === "jobs")
+          .map((s) => s.labels.group);
+        assertEquals(groups, [""], "no group of the removed webhook comes back");
+      },
+    );
   } finally {
     await r.close();
   }
@@ -198,7 +205,7 @@ Deno.test("an endpoint answering 410 Gone removes its webhook, with a log line",
   const logs = logLines();
   try {
     await withBroker(
-      {},
+      { webhookAllow: LOOPBACK_ALLOW },
       async (ctx) => {
         const reg = await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
         await publish(ctx, "jobs", "x");
@@ -231,16 +238,19 @@ Deno.test("a dead endpoint holds only its own webhook: another one and pull cons
   const deadUrl = `http://127.0.0.1:${(dead.addr as Deno.NetAddr).port}/gone`;
   dead.close(); // nothing listens there: every POST is refused
   try {
-    await withBroker({ webhookRetryScheduleMs: [60_000] }, async (ctx) => {
-      const bad = await ctx.call("POST", "/webhook/jobs", { json: { url: deadUrl } });
-      await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
-      for (let i = 0; i < 10; i++) await publish(ctx, "jobs", `m${i}`);
-      await r.received(10);
-      assertEquals((await consume(ctx, "jobs", "limit=10")).length, 10);
-      await waitFor(async () => (await attempts(ctx, bad.body.id)).length >= 4);
-      const failed = await attempts(ctx, bad.body.id);
-      assert(failed.every((a: Json) => a.status === null && a.error), JSON.stringify(failed[0]));
-    });
+    await withBroker(
+      { webhookAllow: LOOPBACK_ALLOW, webhookRetryScheduleMs: [60_000] },
+      async (ctx) => {
+        const bad = await ctx.call("POST", "/webhook/jobs", { json: { url: deadUrl } });
+        await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
+        for (let i = 0; i < 10; i++) await publish(ctx, "jobs", `m${i}`);
+        await r.received(10);
+        assertEquals((await consume(ctx, "jobs", "limit=10")).length, 10);
+        await waitFor(async () => (await attempts(ctx, bad.body.id)).length >= 4);
+        const failed = await attempts(ctx, bad.body.id);
+        assert(failed.every((a: Json) => a.status === null && a.error), JSON.stringify(failed[0]));
+      },
+    );
   } finally {
     await r.close();
   }
@@ -262,7 +272,7 @@ async function waitFor(cond: () => Promise<boolean>, what = "condition"): Promis
 Deno.test("GET /metrics counts webhook POSTs by topic and outcome, and times them", async () => {
   const r = receiver([200]);
   try {
-    await withBroker({}, async (ctx) => {
+    await withBroker({ webhookAllow: LOOPBACK_ALLOW }, async (ctx) => {
       const reg = await ctx.call("POST", "/webhook/jobs", { json: { url: r.url } });
       await publish(ctx, "jobs", "x");
       await r.received(1);
@@ -285,7 +295,7 @@ Deno.test("a webhook that keeps failing is paused, probed with backoff, and resu
   const logs = logLines();
   try {
     await withBroker(
-      { webhookRetryScheduleMs: [3_600_000] },
+      { webhookAllow: LOOPBACK_ALLOW, webhookRetryScheduleMs: [3_600_000] },
       async (ctx) => {
         const reg = await ctx.call("POST", "/webhook/jobs", { json: { url: failing.url } });
         for (let i = 0; i < 20; i++) await publish(ctx, "jobs", `m${i}`);
