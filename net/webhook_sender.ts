@@ -80,7 +80,9 @@ export function fetchSender(
         pinned.delete(oldest);
         c.close();
       }
-      client = Deno.createHttpClient({ proxy: { transport: "tcp", hostname: address, port } });
+      // The proxy is a URI authority: an IPv6 address goes in brackets.
+      const hostname = address.includes(":") ? `[${address}]` : address;
+      client = Deno.createHttpClient({ proxy: { transport: "tcp", hostname, port } });
     }
     pinned.set(key, client);
     return client;

@@ -121,3 +121,30 @@ Deno.test("fetchSender() checks every address a name resolves to, then connects 
     await server.shutdown();
   }
 });
+
+Deno.test("fetchSender() delivers to a name with only IPv6 addresses, pinned to one it checked", async () => {
+  const hosts: string[] = [];
+  const server = Deno.serve({ hostname: "::1", port: 0, onListen: () => {} }, (req) => {
+    hosts.push(req.headers.get("host")!);
+    return new Response("from ::1", { status: 200 });
+  });
+  const port = server.addr.port;
+  const resolve = (host: string) => Promise.resolve(host === "v6only.test" ? ["::1"] : []);
+  try {
+    const { send, vet } = fetchSender({ policy: loopback(), resolve });
+    assertEquals(await vet(`http://v6only.test:${port}/hook`), undefined);
+    const ok = await send(`http://v6only.test:${port}/hook`, { headers: {}, body });
+    assertEquals(ok, { status: 200, answer: null }, JSON.stringify(ok));
+    assertEquals(hosts, [`v6only.test:${port}`]);
+    const closed = await fetchSender({ resolve }).send(`http://v6only.test:${port}/`, {
+      headers: {},
+      body,
+    });
+    assert(
+      "refused" in closed && closed.refused.startsWith("::1 is loopback"),
+      JSON.stringify(closed),
+    );
+  } finally {
+    await server.shutdown();
+  }
+});

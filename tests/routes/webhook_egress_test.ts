@@ -233,3 +233,21 @@ Deno.test("webhook egress: the attempts log keeps the status of a loopback targe
     await local.close();
   }
 });
+
+Deno.test("webhook egress: a name with only an IPv6 address is delivered to", async () => {
+  const v6 = service("::1");
+  const b = await brokerResolving(new Map([["v6only.test", ["::1"]]]));
+  try {
+    const reg = await call(b.url, "POST", "/webhook/v6only", {
+      json: { url: `http://v6only.test:${v6.port}/hook` },
+    });
+    assertEquals(reg.status, 201, reg.text);
+    await publish(b.url, "v6only", "over IPv6");
+    assertEquals(await v6.got.take(1, 10_000, "POSTs to [::1]"), ["over IPv6"]);
+    const [attempt] = await attemptsOf(b, "v6only");
+    assertEquals([attempt.status, attempt.outcome, attempt.error], [200, "delivered", null]);
+  } finally {
+    await b.close();
+    await v6.close();
+  }
+});
