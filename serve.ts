@@ -14,6 +14,7 @@ import type { Broker } from "./lib/broker.ts";
 import type { RecoveryReport } from "./lib/storage/recovery.ts";
 import type { BrokerApi, MetricsSource } from "./lib/api.ts";
 import { appOptions, authEnabled, nodeUrl, type Runtime, type TlsMaterial } from "./runtime.ts";
+import { EgressPolicy } from "./lib/push/egress.ts";
 
 /** Where the broker listens; port 0 picks a free one. Workers share the port (`reusePort`). */
 export type Address = { hostname: string; port: number; reusePort?: boolean };
@@ -57,6 +58,7 @@ export function serve(config: Config, rt: Runtime, log: Logger, shard?: ShardSer
   }
   const onListen = ({ hostname, port }: Deno.NetAddr) => {
     if (broker.cluster) broker.cluster.url = nodeUrl(config, hostname, port);
+    log.info("webhook egress", egressFields(config));
     log.info("listening", listeningFields(config, hostname, port, broker.recovery));
   };
   // With TLS the port is shared (reusePort), so new certificates can take over (`replaceTls`).
@@ -107,6 +109,11 @@ export function listeningFields(
     auth: authEnabled(config),
     tls: config.tlsCert !== "",
   };
+}
+
+/** The fields of the "webhook egress" line beside it: what webhooks may not reach. */
+export function egressFields(config: Config): Record<string, unknown> {
+  return new EgressPolicy(config.webhookDeny, config.webhookAllow).summary();
 }
 
 /** First and longest wait between attempts to listen again after the accept loop failed. */

@@ -25,7 +25,7 @@ import {
   reloadTls,
   workerKeys,
 } from "./runtime.ts";
-import { listeningFields, SHUTDOWN_GRACE_MS } from "./serve.ts";
+import { egressFields, listeningFields, SHUTDOWN_GRACE_MS } from "./serve.ts";
 import type { FromWorker, ToWorker } from "./worker.ts";
 
 /** One line on stderr and exit 1: the broker cannot run. */
@@ -179,6 +179,7 @@ export async function supervise(config: Config, log: Logger): Promise<never> {
     });
   });
 
+  log.info("webhook egress", egressFields(config));
   log.info("listening", {
     ...listeningFields(config, config.host, port, recovery),
     workers: count,

@@ -151,4 +151,20 @@ export class EgressPolicy {
     }
     return undefined;
   }
+
+  /** The policy in a few fields, for the start-up log line. */
+  summary(): Record<string, unknown> {
+    const opens = (b: Cidr) => this.#allow.some((c) => inside(b, c) && inside(c, b));
+    return {
+      refused: [
+        ...UNSPECIFIED,
+        ...builtIns.filter((b) => !opens(b.cidr)).map((b) => b.range),
+        ...this.#deny.map((c) => c.text),
+      ],
+      allowed: this.#allow.length ? this.#allow.map((c) => c.text) : "any other address",
+      loopback: this.refusal("127.0.0.1") === undefined
+        ? "allowed by BROKER_WEBHOOK_ALLOW"
+        : `refused; BROKER_WEBHOOK_ALLOW=${LOOPBACK_ALLOW},0.0.0.0/0,::/0 allows it and the internet`,
+    };
+  }
 }

@@ -8,7 +8,7 @@
  */
 
 import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
-import { runMain, start, stop, withDataDir } from "../_support/child.ts";
+import { logLines, runMain, start, stop, withDataDir } from "../_support/child.ts";
 import { assertProblem, call, type Json, publish } from "../_support/http.ts";
 import { type InProcessBroker, startBroker } from "../_support/server.ts";
 import type { Config } from "../../lib/config.ts";
@@ -250,4 +250,19 @@ Deno.test("webhook egress: a name with only an IPv6 address is delivered to", as
     await b.close();
     await v6.close();
   }
+});
+
+Deno.test("webhook egress: start-up logs the policy once, beside listening, with one worker or two", async () => {
+  await withDataDir(async (dir) => {
+    for (const workers of ["1", "2"]) {
+      const b = await start(`${dir}/w${workers}`, { BROKER_WORKERS: workers });
+      const lines = logLines(b).filter((l) => l.msg === "webhook egress");
+      assertEquals(lines.length, 1, b.logs.join("\n"));
+      const [line] = lines;
+      assert((line!.refused as string[]).includes("127.0.0.0/8"), JSON.stringify(line));
+      assert((line!.refused as string[]).includes("0.0.0.0/8"), JSON.stringify(line));
+      assertMatch(String(line!.loopback), /BROKER_WEBHOOK_ALLOW=127\.0\.0\.0\/8,::1/);
+      await stop(b, "SIGTERM");
+    }
+  });
 });

@@ -212,6 +212,28 @@ Deno.test("EgressPolicy: a bad range names the setting and the entry", () => {
   }
 });
 
+Deno.test("EgressPolicy.summary() names what is refused and how loopback is opened", () => {
+  const closed = new EgressPolicy("10.0.0.0/8").summary();
+  assertEquals(closed.refused, [
+    "0.0.0.0/8",
+    "::/128",
+    "127.0.0.0/8",
+    "::1",
+    "169.254.0.0/16",
+    "fe80::/10",
+    "fec0::/10",
+    "fd00:ec2::254",
+    "100.100.100.200",
+    "10.0.0.0/8",
+  ]);
+  assertEquals(closed.allowed, "any other address");
+  assertMatch(String(closed.loopback), /refused; BROKER_WEBHOOK_ALLOW=127\.0\.0\.0\/8,::1/);
+  const open = new EgressPolicy("", `${LOOPBACK_ALLOW},0.0.0.0/0`).summary();
+  assert(!(open.refused as string[]).includes("127.0.0.0/8"));
+  assertEquals(open.allowed, ["127.0.0.0/8", "::1", "0.0.0.0/0"]);
+  assertEquals(open.loopback, "allowed by BROKER_WEBHOOK_ALLOW");
+});
+
 Deno.test("isInternal: loopback, private, link-local and what embeds them; public addresses are not", () => {
   for (
     const a of [
