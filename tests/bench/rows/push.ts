@@ -152,7 +152,8 @@ export async function webhook(o: Options, p: Plan): Promise<void> {
         });
       },
       [],
-      ["--webhook-concurrency", "16"],
+      // The receiver is on loopback, which brokers refuse unless BROKER_WEBHOOK_ALLOW names it.
+      ["--webhook-concurrency", "16", "--webhook-allow", "127.0.0.0/8,::1"],
     );
   } finally {
     await receiver.shutdown();
