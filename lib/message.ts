@@ -349,16 +349,61 @@ export function matchesFilter(
   key: string,
   value: string | undefined,
 ): boolean {
-  if (payload[0] !== 0x7b /* { */ && !startsWithObject(payload)) return false;
+  return matchesObject(parseObject(payload), key.split("."), value);
+}
+
+/** What a filtered consumer takes: only the messages it accepts. */
+export interface MessageFilter {
+  accepts(msg: StoredMessage): boolean;
+}
+
+/**
+ * A consume's payload filter (docs/api/consume.md): a key path and, optionally, the value's text.
+ * The object parsed from the message examined last is kept (for payloads up to
+ * PARSE_MEMO_MAX_BYTES), so many parked consumers looking at one new message parse it once.
+ */
+export class PayloadFilter implements MessageFilter {
+  readonly #path: string[];
+
+  constructor(readonly key: string, readonly value: string | undefined) {
+    this.#path = key.split(".");
+  }
+
+  /** Whether `msg`'s payload passes. */
+  accepts(msg: StoredMessage): boolean {
+    return matchesObject(parsedObject(msg), this.#path, this.value);
+  }
+}
+
+/** Largest payload whose parse is kept for the next filter: a bound on what the memo holds. */
+const PARSE_MEMO_MAX_BYTES = 64 * 1024;
+/** The message parsed last (held weakly: the memo keeps no payload alive) and its object. */
+let memoMsg: WeakRef<StoredMessage> | undefined;
+let memoDoc: object | undefined;
+
+function parsedObject(msg: StoredMessage): object | undefined {
+  if (memoMsg?.deref() === msg) return memoDoc;
+  const doc = parseObject(msg.readPayload());
+  if (msg.payloadBytes <= PARSE_MEMO_MAX_BYTES) [memoMsg, memoDoc] = [new WeakRef(msg), doc];
+  return doc;
+}
+
+/** The JSON object a payload holds; undefined for anything else. */
+function parseObject(payload: Uint8Array): object | undefined {
+  if (payload[0] !== 0x7b /* { */ && !startsWithObject(payload)) return undefined;
   let doc: unknown;
   try {
     doc = JSON.parse(textDecoder.decode(payload));
   } catch {
-    return false;
+    return undefined;
   }
-  if (!doc || typeof doc !== "object" || Array.isArray(doc)) return false;
+  return doc && typeof doc === "object" && !Array.isArray(doc) ? doc : undefined;
+}
+
+function matchesObject(doc: object | undefined, path: string[], value: string | undefined) {
+  if (!doc) return false;
   let cur: unknown = doc;
-  for (const part of key.split(".")) {
+  for (const part of path) {
     if (!cur || typeof cur !== "object" || !Object.hasOwn(cur, part)) return false;
     cur = (cur as Record<string, unknown>)[part];
   }

@@ -124,7 +124,8 @@ const CONSUME_DOC: RouteDoc = {
   description: "Takes up to `limit` messages (one answer carries at most 4 MiB of payload, and " +
     "always one message). Each is leased for the visibility timeout: ack it, requeue it, or it " +
     "becomes available again with `retry_count` + 1. With `limit=1` the answer is one Message, " +
-    "with `limit>1` an array. An empty queue answers 404 `queue_empty` (after `timeout`).",
+    "with `limit>1` an array. An empty queue answers 404 `queue_empty` (after `timeout`). A " +
+    "filter examines at most the first 1,000 ready messages.",
   tag: "Messages",
   params: [
     durationQuery("timeout", "Long-poll: wait this long for a message.", MAX_LONG_POLL_MS),

@@ -5,12 +5,16 @@
  * pusher, a consuming WebSocket) stays, its credits its limit minus the leases it holds. Publish, requeue, a lease
  * that ends, a delay that comes due and redrive all hand messages out through `deliver()`.
  * Broadcast is an offer to the consumers waiting at that instant: nothing is leased.
+ *
+ * A filtered consumer is shown what is ready once, when it starts waiting (a scan bounded by
+ * FILTER_SCAN_WINDOW); after that only what becomes ready (Group.takeFresh), so a publish costs
+ * each parked filtered consumer one message, not the queue.
  */
 
 import { MAX_ANSWER_PAYLOAD_BYTES } from "../config.ts";
 import type { Group, TakeSpec } from "./group.ts";
 import { Heap } from "../heap.ts";
-import type { Delivery, StoredMessage } from "../message.ts";
+import type { Delivery, MessageFilter, StoredMessage } from "../message.ts";
 import type { Topic } from "../topic.ts";
 
 /** What a consumer is handed: a leased (or peeked) delivery, or a broadcast message. */
@@ -24,7 +28,7 @@ export interface Offered {
 export interface Consumer {
   readonly group: Group;
   /** Only payloads this accepts are handed over. */
-  readonly filter: ((payload: Uint8Array) => boolean) | undefined;
+  readonly filter: MessageFilter | undefined;
   /** The lease of what it is handed. */
   readonly visibilityMs: number;
   /** Looks without leasing. */
@@ -64,6 +68,8 @@ interface Waiting {
   consumer: Consumer;
   /** Served or removed: its deadline entry is stale. */
   left: boolean;
+  /** It has been shown what was ready; from then on a filtered one sees only what comes. */
+  looked: boolean;
 }
 
 /** Every consumer waiting on every group of the broker. */
@@ -98,20 +104,26 @@ export class Consumers {
     return n;
   }
 
-  /** Adds a consumer and serves it from what is ready now; returns a function that removes it. */
-  add(topic: Topic, consumer: Consumer, now: number): () => void {
-    const w: Waiting = { topic, consumer, left: false };
+  /**
+   * Adds a consumer and serves it from what is ready now; returns a function that removes it.
+   * With `looked`, the caller has just taken from the group in this same turn and found nothing
+   * for it, so a filtered consumer is not shown the queue a second time.
+   */
+  add(topic: Topic, consumer: Consumer, now: number, looked = false): () => void {
+    const w: Waiting = { topic, consumer, left: false, looked };
     const list = this.#waiting.get(consumer.group);
     if (list) list.push(w);
     else this.#waiting.set(consumer.group, [w]);
+    if (consumer.filter) consumer.group.watch(1);
     if (consumer.deadline !== Infinity) this.#deadlines.push(consumer.deadline, w);
     this.deliver(topic, consumer.group, now);
+    w.looked = true;
     return () => this.#remove(w);
   }
 
   /**
-   * Parks a long-poll until something is handed to it, `deadline` passes (empty answer) or
-   * `signal` aborts (it leaves the queue).
+   * Parks a long-poll that has just found nothing in `g` until something is handed to it,
+   * `deadline` passes (empty answer) or `signal` aborts (it leaves the queue).
    */
   wait(
     topic: Topic,
@@ -143,7 +155,7 @@ export class Consumers {
         close: () => settle({ items: [], ephemeral: false }),
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      const remove = this.add(topic, consumer, now);
+      const remove = this.add(topic, consumer, now, true);
     });
   }
 
@@ -151,24 +163,28 @@ export class Consumers {
   deliver(topic: Topic, g: Group, now: number): void {
     const list = this.#waiting.get(g);
     if (!list) return;
+    // What filtered consumers that have looked are shown (undefined: too much came, they scan).
+    const fresh = g.takeFresh();
     let served = true;
     // A peeking consumer that stays takes nothing away: it is shown what is ready once a call.
     let peeked: Set<Consumer> | undefined;
     while (served && g.readyCount > 0 && list.length) {
       served = false;
       for (let i = 0; i < list.length && g.readyCount > 0; i++) {
-        const { consumer: c } = list[i]!;
+        const w = list[i]!;
+        const c = w.consumer;
         if (c.credits <= 0 || peeked?.has(c)) continue;
-        const spec = {
+        const spec: TakeSpec = {
           limit: c.credits,
           filter: c.filter,
           peek: c.peek,
           visibilityMs: c.visibilityMs,
+          among: c.filter && w.looked ? fresh : undefined,
         };
         const taken = this.take(topic, g, spec, now, MAX_ANSWER_PAYLOAD_BYTES);
         if (!taken.length) continue;
         served = true;
-        if (c.once) list.splice(i--, 1)[0]!.left = true;
+        if (c.once) this.#left(list.splice(i--, 1)[0]!);
         else if (c.peek) (peeked ??= new Set()).add(c);
         c.offer(taken, false);
       }
@@ -193,8 +209,8 @@ export class Consumers {
       if (!list) continue;
       for (let i = 0; i < list.length; i++) {
         const c = list[i]!.consumer;
-        if (c.filter && !c.filter(msg.readPayload())) continue;
-        if (c.once) list.splice(i--, 1)[0]!.left = true;
+        if (c.filter && !c.filter.accepts(msg)) continue;
+        if (c.once) this.#left(list.splice(i--, 1)[0]!);
         c.offer([item], true);
         n++;
       }
@@ -218,7 +234,7 @@ export class Consumers {
       if (!list) continue;
       this.#waiting.delete(g);
       for (const w of list) {
-        w.left = true;
+        this.#left(w);
         w.consumer.close();
       }
     }
@@ -230,8 +246,14 @@ export class Consumers {
     const i = list ? list.indexOf(w) : -1;
     if (i < 0) return false;
     list!.splice(i, 1);
-    w.left = true;
+    this.#left(w);
     if (!list!.length) this.#waiting.delete(w.consumer.group);
     return true;
+  }
+
+  /** Marks a consumer taken out of its list. */
+  #left(w: Waiting): void {
+    w.left = true;
+    if (w.consumer.filter) w.consumer.group.watch(-1);
   }
 }

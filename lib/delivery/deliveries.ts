@@ -10,7 +10,13 @@ import type { BrokerContext } from "../context.ts";
 import { deadLetter, dlqName, exhausted } from "./dead_letter.ts";
 import { BrokerError } from "../errors.ts";
 import type { Group, TakeSpec } from "./group.ts";
-import { type Delivery, matchesFilter, State, type StoredMessage } from "../message.ts";
+import {
+  type Delivery,
+  matchesFilter,
+  PayloadFilter,
+  State,
+  type StoredMessage,
+} from "../message.ts";
 import { checkName } from "../names.ts";
 import { prefetchPayloads } from "../memory/payload_file.ts";
 import { DEFAULT_GROUP, type Topic } from "../topic.ts";
@@ -93,6 +99,7 @@ export function take(
     (d) => topic.expireIfDue(d.msg, now),
     spec.peek,
     maxBytes,
+    spec.among,
   );
   if (!spec.peek) {
     for (const d of taken) g.lease(d, now + spec.visibilityMs);
@@ -129,7 +136,7 @@ export async function consume<T>(
   const now = ctx.now();
   const spec: TakeSpec = {
     limit: opts.limit ?? 1,
-    filter: opts.filterKey ? filterFn(opts.filterKey, opts.filterVal) : undefined,
+    filter: opts.filterKey ? new PayloadFilter(opts.filterKey, opts.filterVal) : undefined,
     visibilityMs: opts.visibilityMs ?? ctx.effective(topic).visibilityMs,
     peek: opts.peek ?? false,
   };

@@ -2,11 +2,22 @@
  * @module A consumer group's own copy of a topic. Each delivery is in exactly one state:
  * ready (in one of three priority FIFOs), delayed (in a heap by due time), in flight (leased,
  * in a heap by lease end) or done. Stale heap and FIFO entries are skipped, never searched for.
+ * A filtered take examines at most FILTER_SCAN_WINDOW deliveries; while filtered consumers wait,
+ * the group also notes what becomes ready, so that they look at that alone (consumers.ts).
  */
 
 import { Deque } from "../deque.ts";
 import { Heap } from "../heap.ts";
-import { type Delivery, State, type StoredMessage } from "../message.ts";
+import { type Delivery, type MessageFilter, State, type StoredMessage } from "../message.ts";
+
+/**
+ * Most deliveries one filtered take examines, in delivery order (docs/api/consume.md): a match
+ * further back is not found by that take. Bounds the work of one request as SQS and JetStream
+ * bound their scans.
+ */
+export const FILTER_SCAN_WINDOW = 1_000;
+
+const NONE: readonly Delivery[] = Object.freeze([]);
 
 interface LeaseEntry {
   d: Delivery;
@@ -17,9 +28,11 @@ interface LeaseEntry {
 export interface TakeSpec {
   readonly limit: number;
   readonly peek: boolean;
-  readonly filter: ((payload: Uint8Array) => boolean) | undefined;
+  readonly filter: MessageFilter | undefined;
   /** The lease of what is taken (ignored by peeks). */
   readonly visibilityMs: number;
+  /** Look only at these deliveries (what became ready since the consumer last looked). */
+  readonly among?: readonly Delivery[] | undefined;
 }
 
 /** One group's delivery state. The default group is named "". */
@@ -36,6 +49,14 @@ export class Group {
   readyCount = 0;
   delayedCount = 0;
   inFlightCount = 0;
+  /** Deliveries whose payload a filter has examined (the work filtered consumes cost). */
+  examined = 0;
+  /** Filtered consumers waiting on the group (consumers.ts): while any, fresh deliveries are noted. */
+  #watchers = 0;
+  /** Deliveries that became ready since takeFresh() was last called. */
+  #fresh: Delivery[] = [];
+  /** More became ready than a scan window: the watchers scan instead. */
+  #freshLost = false;
 
   /** `onDue` hears a delay or lease end earlier than any the group had (the broker's alarm). */
   constructor(readonly name: string, readonly createdAt: number, onDue?: (at: number) => void) {
@@ -75,7 +96,40 @@ export class Group {
       d.state = State.Ready;
       this.readyCount++;
       this.ready[d.msg.priority]!.push(d);
+      if (this.#watchers) this.#noteReady(d);
     }
+  }
+
+  #noteReady(d: Delivery): void {
+    if (this.#fresh.length < FILTER_SCAN_WINDOW) this.#fresh.push(d);
+    else this.#freshLost = true;
+  }
+
+  /** Counts a filtered consumer that starts (1) or stops (-1) waiting on the group. */
+  watch(delta: 1 | -1): void {
+    this.#watchers += delta;
+    if (!this.#watchers) this.#dropFresh();
+  }
+
+  /**
+   * The deliveries that became ready since the last call, for the filtered consumers waiting
+   * here to look at (some may have been taken meanwhile); undefined when more than
+   * FILTER_SCAN_WINDOW did, and they should take by a scan instead.
+   */
+  takeFresh(): readonly Delivery[] | undefined {
+    if (this.#freshLost) {
+      this.#dropFresh();
+      return undefined;
+    }
+    const fresh = this.#fresh;
+    if (!fresh.length) return NONE;
+    this.#fresh = [];
+    return fresh;
+  }
+
+  #dropFresh(): void {
+    this.#fresh = [];
+    this.#freshLost = false;
   }
 
   /** Ends a delivery whatever its state (ack, expiry, dead-lettering, purge). */
@@ -120,17 +174,21 @@ export class Group {
    * Takes up to `limit` ready deliveries, highest priority first, FIFO within a priority, and
    * stops before the payloads would pass `maxBytes` (the first one is always taken), so one
    * answer stays bounded. `isExpired` lets the topic drop expired messages met on the way.
-   * Filtered takes and peeks scan.
+   * Filtered takes and peeks scan; a filter examines at most FILTER_SCAN_WINDOW deliveries.
+   * With `among`, only those deliveries are looked at (takeFresh()).
    */
   take(
     limit: number,
-    filter: ((payload: Uint8Array) => boolean) | undefined,
+    filter: MessageFilter | undefined,
     isExpired: (d: Delivery) => boolean,
     peek = false,
     maxBytes = Infinity,
+    among?: readonly Delivery[],
   ): Delivery[] {
+    if (among) return this.#takeAmong(among, limit, filter, isExpired, maxBytes);
     const out: Delivery[] = [];
     let bytes = 0;
+    let examined = 0;
     const fits = (d: Delivery) => out.length === 0 || bytes + d.msg.payloadBytes <= maxBytes;
     for (const q of this.ready) {
       for (let i = 0; i < q.length && out.length < limit;) {
@@ -139,9 +197,14 @@ export class Group {
           q.removeAt(i);
           continue;
         }
-        if (filter && !filter(d.msg.readPayload())) {
-          i++;
-          continue;
+        if (filter) {
+          if (examined === FILTER_SCAN_WINDOW) return out;
+          examined++;
+          this.examined++;
+          if (!filter.accepts(d.msg)) {
+            i++;
+            continue;
+          }
         }
         // Past the budget nothing lower in order may be taken either: priority and FIFO hold.
         if (!fits(d)) return out;
@@ -156,19 +219,51 @@ export class Group {
   }
 
   /**
+   * take() over `among` alone, in the same order. What is taken stays in its FIFO as a stale
+   * entry once the caller leases it: ready deliveries are never searched for.
+   */
+  #takeAmong(
+    among: readonly Delivery[],
+    limit: number,
+    filter: MessageFilter | undefined,
+    isExpired: (d: Delivery) => boolean,
+    maxBytes: number,
+  ): Delivery[] {
+    const out: Delivery[] = [];
+    let bytes = 0;
+    for (let p = 0; p < this.ready.length && out.length < limit; p++) {
+      for (const d of among) {
+        if (out.length >= limit) break;
+        if (d.msg.priority !== p || d.state !== State.Ready || isExpired(d)) continue;
+        if (filter) {
+          this.examined++;
+          if (!filter.accepts(d.msg)) continue;
+        }
+        if (out.length > 0 && bytes + d.msg.payloadBytes > maxBytes) return out;
+        bytes += d.msg.payloadBytes;
+        out.push(d);
+      }
+    }
+    return out;
+  }
+
+  /**
    * Puts leased deliveries back at the head of their queues, in the order given, without
    * counting an attempt: an answer that could not be handed over. Leases are not durable, so
-   * this needs no record.
+   * this needs no record. Each comes back as a fresh entry, like a requeue: the old one may
+   * still stand stale in its FIFO (#takeAmong).
    */
   unlease(ds: Delivery[]): void {
     for (let i = ds.length - 1; i >= 0; i--) {
       const d = ds[i]!;
       if (d.state !== State.InFlight) continue;
-      this.inFlightCount--;
-      d.state = State.Ready;
-      d.lease++; // its lease-heap entry goes stale
+      this.remove(d); // its lease-heap entry goes stale
+      const back: Delivery = { ...d, state: State.Ready, at: 0, lease: 0 };
+      d.msg.attach(back);
+      this.held++;
       this.readyCount++;
-      this.ready[d.msg.priority]!.unshift(d);
+      this.ready[d.msg.priority]!.unshift(back);
+      if (this.#watchers) this.#noteReady(back);
     }
   }
 
@@ -182,6 +277,7 @@ export class Group {
       d.state = State.Ready;
       this.readyCount++;
       this.ready[d.msg.priority]!.push(d);
+      if (this.#watchers) this.#noteReady(d);
       n++;
     }
     return n;
@@ -225,6 +321,7 @@ export class Group {
   /** Forgets every delivery (purge: the topic drops the messages themselves); consumers stay. */
   clear(): void {
     for (const q of this.ready) q.clear();
+    this.#dropFresh();
     this.held = 0;
     this.delayed.clear();
     this.leases.clear();

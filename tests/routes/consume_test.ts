@@ -1,6 +1,6 @@
 /**
  * GET /consume/{topic} through the HTTP server: shapes by limit, empty queue, long-polling,
- * auto_ack, peek, filters and per-consume visibility.
+ * auto_ack, peek, filters (and the work they cost) and per-consume visibility.
  */
 
 import { assert, assertEquals } from "../_support/assert.ts";
@@ -14,7 +14,9 @@ import {
   settle,
   textOf,
 } from "../_support/http.ts";
+import { eventually } from "../_support/wait.ts";
 import { withBroker } from "../_support/server.ts";
+import { FILTER_SCAN_WINDOW } from "../../lib/delivery/group.ts";
 
 Deno.test("GET /consume with limit=1 (the default) answers one Message object", async () => {
   await withBroker({}, async (ctx) => {
@@ -290,5 +292,42 @@ Deno.test("GET /consume answers at most 4 MiB of payload, and acks only what it 
     for (let i = 0; i < 3; i++) await publish(ctx, "big", big.slice());
     const peeked = await consume(ctx, "big", "peek=true&limit=1000");
     assertEquals(peeked.length, 2, "a peek is bounded too");
+  });
+});
+
+/** Waits, a round trip at a time, until `check` holds in the broker. */
+async function until(ctx: { url: string }, check: () => boolean, what: string): Promise<void> {
+  await eventually(async () => (await settle(ctx.url, 1), check()), 10_000, what);
+}
+
+Deno.test("GET /consume?filter_key: 20 parked long-polls look at each publish's message, not at 2,000 of 16 KiB", async () => {
+  await withBroker({}, async (ctx) => {
+    const pad = "x".repeat(16_344);
+    for (let i = 0; i < 2_000; i += 100) {
+      const batch = Array.from({ length: 100 }, (_, j) => ({
+        payload_text: JSON.stringify({ k: "v", i: i + j, pad }),
+      }));
+      const res = await ctx.call("POST", "/publish/fdos/batch", { json: batch });
+      assertEquals(res.status, 201, res.text);
+    }
+    const topic = ctx.broker.findTopic("fdos")!;
+    const g = topic.defaultGroup;
+    const polls = Array.from(
+      { length: 20 },
+      () => ctx.start("GET", "/consume/fdos?filter_key=nomatch&timeout=30s"),
+    );
+    await until(ctx, () => ctx.broker.consumers.count(topic) === 20, "20 polls parked");
+    assert(g.examined <= 20 * FILTER_SCAN_WINDOW, `${g.examined} examined by 20 parking polls`);
+    const parked = g.examined;
+    for (let i = 0; i < 10; i++) await publish(ctx, "fdos", '{"k":"v"}');
+    assertEquals(g.examined - parked, 10 * 20, "each publish: one look per parked poll");
+    const match = await publish(ctx, "fdos", '{"nomatch":true}');
+    await until(ctx, () => ctx.broker.consumers.count(topic) === 19, "one poll served");
+    assertEquals((await ctx.call("POST", `/ack/fdos/${match.id}`)).status, 204);
+    await ctx.tick(30_000);
+    const answers = await Promise.all(polls);
+    const served = answers.filter((r) => r.status === 200);
+    assertEquals(served.map((r) => r.body.id), [match.id]);
+    for (const r of answers.filter((r) => r.status !== 200)) assertProblem(r, 404, "queue_empty");
   });
 });

@@ -1,8 +1,8 @@
 import { assert, assertEquals } from "../../_support/assert.ts";
 import { type Consumer, Consumers } from "../../../lib/delivery/consumers.ts";
-import { filterFn, take } from "../../../lib/delivery/deliveries.ts";
+import { take } from "../../../lib/delivery/deliveries.ts";
 import type { Group } from "../../../lib/delivery/group.ts";
-import { StoredMessage } from "../../../lib/message.ts";
+import { PayloadFilter, StoredMessage } from "../../../lib/message.ts";
 import type { Topic } from "../../../lib/topic.ts";
 import { RecordType } from "../../../lib/storage/record.ts";
 import { bytes, memTopic, put, T0, text } from "../_broker.ts";
@@ -120,7 +120,7 @@ Deno.test("Consumers.deliver() hands a filtered consumer only what its filter ta
   const topic = memTopic();
   const g = topic.defaultGroup;
   const consumers = new Consumers(take);
-  const eu = consumer(g, { credits: 5, filter: filterFn("region", "eu") });
+  const eu = consumer(g, { credits: 5, filter: new PayloadFilter("region", "eu") });
   const any = consumer(g, { credits: 5 });
   consumers.add(topic, eu.c, T0);
   await put(topic, "m1", '{"region":"us"}');
@@ -138,7 +138,7 @@ Deno.test("Consumers.broadcast() offers to the consumers waiting now and spends 
   const consumers = new Consumers(take);
   const once = consumer(topic.defaultGroup, { once: true, deadline: T0 + 1_000 });
   const push = consumer(billing, { credits: 2 });
-  const picky = consumer(billing, { credits: 2, filter: filterFn("k", undefined) });
+  const picky = consumer(billing, { credits: 2, filter: new PayloadFilter("k", undefined) });
   for (const x of [once, push, picky]) consumers.add(topic, x.c, T0);
   const msg = new StoredMessage({
     id: "b1",

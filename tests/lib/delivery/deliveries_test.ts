@@ -12,7 +12,7 @@ import {
   take,
   touch,
 } from "../../../lib/delivery/deliveries.ts";
-import type { TakeSpec } from "../../../lib/delivery/group.ts";
+import { FILTER_SCAN_WINDOW, type TakeSpec } from "../../../lib/delivery/group.ts";
 import { bytes, openBroker, T0, text, texts } from "../_broker.ts";
 
 const lease = (limit: number, visibilityMs = 1_000): TakeSpec => ({
@@ -93,6 +93,58 @@ Deno.test("consume() long-polls: a publish wakes it, its timeout answers empty",
   assertEquals(b.consumers.count(b.findTopic("t")!), 1);
   t.advance(1);
   assertEquals(await empty, 0);
+  await t.close();
+});
+
+Deno.test("consume() with a filter finds a match inside the scan window, not past it", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  const filter = { filterKey: "k", filterVal: "yes" };
+  await b.publishBatch("w", [
+    ...Array.from({ length: FILTER_SCAN_WINDOW - 1 }, () => ({ payload: bytes('{"k":"no"}') })),
+    { payload: bytes('{"k":"yes","n":1}') },
+    { payload: bytes('{"k":"no"}') },
+    { payload: bytes('{"k":"yes","n":2}') },
+  ]);
+  const g = b.findTopic("w")!.defaultGroup;
+  assertEquals(texts(await consume(b, b.consumers, "w", filter, (ms) => ms)), [
+    '{"k":"yes","n":1}',
+  ]);
+  assertEquals(g.examined, FILTER_SCAN_WINDOW);
+  const past = await consume(b, b.consumers, "w", filter, (ms) => ms);
+  assertEquals(past, [], "the second match lies past the window");
+  assertEquals(g.examined, 2 * FILTER_SCAN_WINDOW);
+  await consume(b, b.consumers, "w", { limit: 2 }, (ms) => ms); // two from the head go
+  assertEquals(texts(await consume(b, b.consumers, "w", filter, (ms) => ms)), [
+    '{"k":"yes","n":2}',
+  ]);
+  await t.close();
+});
+
+Deno.test("consume() parked with a filter looks at each new message only, and takes a match", async () => {
+  const t = await openBroker();
+  const b = t.broker;
+  const other = Array.from(
+    { length: 100 },
+    (_, i) => ({ payload: bytes(`{"k":"other","i":${i}}`) }),
+  );
+  for (let i = 0; i < 20; i++) await b.publishBatch("f", other); // 2,000 that never match
+  const topic = b.findTopic("f")!;
+  const g = topic.defaultGroup;
+  const opts = { timeoutMs: 30_000, filterKey: "k", filterVal: "mine" };
+  const polls = Array.from({ length: 20 }, () => consume(b, b.consumers, "f", opts, texts));
+  assertEquals(b.consumers.count(topic), 20);
+  assertEquals(g.examined, 20 * FILTER_SCAN_WINDOW, "each looked at one window as it parked");
+  for (let i = 0; i < 10; i++) await b.publish("f", bytes('{"k":"other"}'));
+  assertEquals(g.examined, 20 * FILTER_SCAN_WINDOW + 10 * 20, "then at each new message once");
+  t.advance(1_000); // a sweep with ready messages left looks at nothing again
+  assertEquals(g.examined, 20 * FILTER_SCAN_WINDOW + 10 * 20);
+  await b.publish("f", bytes('{"k":"mine"}'));
+  assertEquals(await polls[0], ['{"k":"mine"}'], "the longest-waiting consumer gets the match");
+  assertEquals(b.consumers.count(topic), 19);
+  t.advance(29_000); // the polls' deadline, before the match's lease ends
+  assertEquals(await Promise.all(polls.slice(1)), polls.slice(1).map(() => []));
+  assertEquals(g.readyCount, 2_010, "nothing that did not match was taken");
   await t.close();
 });
 

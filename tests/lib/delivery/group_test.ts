@@ -1,6 +1,6 @@
 import { assertEquals } from "../../_support/assert.ts";
-import { Group } from "../../../lib/delivery/group.ts";
-import { type Delivery, StoredMessage } from "../../../lib/message.ts";
+import { FILTER_SCAN_WINDOW, Group } from "../../../lib/delivery/group.ts";
+import { type Delivery, PayloadFilter, StoredMessage } from "../../../lib/message.ts";
 import { bytes, T0, text } from "../_broker.ts";
 
 const HIGH = 0, NORMAL = 1, LOW = 2;
@@ -43,7 +43,7 @@ Deno.test("Group.take() goes high to low, FIFO within a priority, leaving what t
   ) {
     g.add(msg(p as string, prio as number), 0, 0, T0);
   }
-  const notN1 = (payload: Uint8Array) => text(payload) !== "n1";
+  const notN1 = { accepts: (m: StoredMessage) => text(m.readPayload()) !== "n1" };
   const taken = g.take(3, notN1, never);
   assertEquals(names(taken), ["h1", "h2", "n2"]);
   for (const d of taken) g.lease(d, T0 + 1_000);
@@ -129,4 +129,58 @@ Deno.test("Group.clear() forgets every delivery in every state", () => {
     [],
     0,
   ]);
+});
+
+Deno.test("Group.take() with a filter examines at most FILTER_SCAN_WINDOW deliveries", () => {
+  const g = new Group("", T0);
+  const doc = (i: number, k: string) => msg(JSON.stringify({ i, k }));
+  const at = (ds: Delivery[]) => ds.map((d) => JSON.parse(text(d.msg.readPayload())).i);
+  for (let i = 0; i < FILTER_SCAN_WINDOW - 1; i++) g.add(doc(i, "no"), 0, 0, T0);
+  g.add(doc(FILTER_SCAN_WINDOW - 1, "yes"), 0, 0, T0); // the last one the window holds
+  g.add(doc(FILTER_SCAN_WINDOW, "yes"), 0, 0, T0); // the first one past it
+  const yes = new PayloadFilter("k", "yes");
+  const first = g.take(10, yes, never);
+  assertEquals(at(first), [FILTER_SCAN_WINDOW - 1], "a match inside the window is found");
+  assertEquals(g.examined, FILTER_SCAN_WINDOW, "and nothing past the window is examined");
+  for (const d of first) g.lease(d, T0 + 1_000);
+  // With one taken from the window, the next match has moved into it.
+  assertEquals(at(g.take(10, yes, never)), [FILTER_SCAN_WINDOW]);
+  assertEquals(g.examined, 2 * FILTER_SCAN_WINDOW);
+  assertEquals(g.take(1, undefined, never, true).length, 1, "an unfiltered take counts nothing");
+  assertEquals(g.examined, 2 * FILTER_SCAN_WINDOW);
+});
+
+Deno.test("Group.takeFresh() hands what became ready while a filtered consumer watches, once", () => {
+  const g = new Group("", T0);
+  g.add(msg("before"), 0, 0, T0);
+  g.watch(1);
+  g.add(msg("new"), 0, 0, T0);
+  g.add(msg("later"), 0, T0 + 100, T0);
+  assertEquals(names([...g.takeFresh()!]), ["new"]);
+  assertEquals(g.takeFresh(), [], "each only once");
+  g.promoteDue(T0 + 100);
+  assertEquals(names([...g.takeFresh()!]), ["later"], "a delay that came due is fresh");
+  for (let i = 0; i <= FILTER_SCAN_WINDOW; i++) g.add(msg(`m${i}`), 0, 0, T0);
+  assertEquals(g.takeFresh(), undefined, "more than a window came: the watchers scan instead");
+  g.watch(-1);
+  g.add(msg("unwatched"), 0, 0, T0);
+  assertEquals(g.takeFresh(), [], "nothing is noted while nobody watches");
+});
+
+Deno.test("Group.take() among fresh deliveries takes by priority; an unlease puts back one entry", () => {
+  const g = new Group("", T0);
+  g.watch(1);
+  for (const [p, prio] of [["n1", NORMAL], ["h1", HIGH], ["n2", NORMAL]] as const) {
+    g.add(msg(p, prio), 0, 0, T0);
+  }
+  const fresh = g.takeFresh()!;
+  const notN2 = { accepts: (m: StoredMessage) => text(m.readPayload()) !== "n2" };
+  const taken = g.take(5, notN2, never, false, Infinity, fresh);
+  assertEquals(names(taken), ["h1", "n1"]);
+  for (const d of taken) g.lease(d, T0 + 1_000);
+  assertEquals(counts(g), [1, 0, 2, 3]);
+  g.unlease(taken);
+  assertEquals(names([...g.takeFresh()!]), ["n1", "h1"], "what comes back is fresh again");
+  assertEquals(names(g.take(10, undefined, never, true)), ["h1", "n1", "n2"], "each once");
+  assertEquals(counts(g), [3, 0, 0, 3]);
 });
