@@ -275,7 +275,13 @@ export class Broker implements BrokerContext {
   }
 
   getTopic(name: string): Topic {
-    return this.#topics.get(name);
+    return this.#topics.find(name) ?? this.#created(this.#topics.create(name, {}));
+  }
+
+  /** A topic just created: long-polls waiting for its name wait on it from now (consumers.ts). */
+  #created(topic: Topic): Topic {
+    this.consumers.adopt(topic, this.now());
+    return topic;
   }
 
   eachTopic(): Iterable<Topic> {
@@ -289,7 +295,7 @@ export class Broker implements BrokerContext {
     if (this.#topics.has(name)) {
       throw new BrokerError("already_exists", `Cannot create topic "${name}": it already exists`);
     }
-    const topic = this.#topics.create(name, opts);
+    const topic = this.#created(this.#topics.create(name, opts));
     return topic.wal.barrier().then(() => topic);
   }
 
@@ -628,7 +634,7 @@ export class Broker implements BrokerContext {
   /** Stops accepting work, answers parked consumers, and flushes every WAL. */
   async drain(): Promise<void> {
     this.draining = true;
-    for (const t of this.#topics.values()) this.consumers.release(t);
+    this.consumers.releaseAll();
     this.feed.closeAll();
     this.#drained();
     await Promise.allSettled([...this.#topics.values()].map((t) => t.wal.barrier()));
@@ -643,7 +649,7 @@ export class Broker implements BrokerContext {
     this.#closed = true;
     this.draining = true;
     this.#alarm.stop();
-    for (const t of this.#topics.values()) this.consumers.release(t);
+    this.consumers.releaseAll();
     this.feed.closeAll();
     this.#drained();
     try {

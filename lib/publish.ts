@@ -236,5 +236,5 @@ export function broadcast(
     origin: undefined,
     reason: undefined,
   }, 0);
-  return (topic ? consumers.broadcast(topic, msg) : 0) + feed.broadcast(name, msg);
+  return consumers.broadcast(name, topic, msg) + feed.broadcast(name, msg);
 }

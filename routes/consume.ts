@@ -125,7 +125,8 @@ const CONSUME_DOC: RouteDoc = {
     "always one message). Each is leased for the visibility timeout: ack it, requeue it, or it " +
     "becomes available again with `retry_count` + 1. With `limit=1` the answer is one Message, " +
     "with `limit>1` an array. An empty queue answers 404 `queue_empty` (after `timeout`). A " +
-    "filter examines at most the first 1,000 ready messages.",
+    "long-poll on a topic that does not exist creates nothing: it waits for the topic's first " +
+    "message. A filter examines at most the first 1,000 ready messages.",
   tag: "Messages",
   params: [
     durationQuery("timeout", "Long-poll: wait this long for a message.", MAX_LONG_POLL_MS),
@@ -160,7 +161,7 @@ const CONSUME_DOC: RouteDoc = {
       },
     },
   },
-  errors: ["invalid_parameter", "invalid_duration", "queue_empty", "topic_limit_reached"],
+  errors: ["invalid_parameter", "invalid_duration", "queue_empty"],
 };
 
 const ACK_BATCH_DOC: RouteDoc = {

@@ -8,7 +8,8 @@
  *
  * A filtered consumer is shown what is ready once, when it starts waiting (a scan bounded by
  * FILTER_SCAN_WINDOW); after that only what becomes ready (Group.takeFresh), so a publish costs
- * each parked filtered consumer one message, not the queue.
+ * each parked filtered consumer one message, not the queue. A long-poll on a topic that does not
+ * exist yet waits by name, creating nothing, and joins the topic when it is created.
  */
 
 import { MAX_ANSWER_PAYLOAD_BYTES } from "../config.ts";
@@ -72,10 +73,32 @@ interface Waiting {
   looked: boolean;
 }
 
+/** A long-poll waiting for a topic that does not exist yet. */
+interface Unborn {
+  readonly name: string;
+  /** Only payloads this accepts are offered (a broadcast). */
+  readonly filter: MessageFilter | undefined;
+  /** Hands it a broadcast message. */
+  offer(item: Offered): void;
+  /** Moves it onto the topic just created with its name. */
+  join(topic: Topic, now: number): void;
+  /** Ends it with nothing (its deadline, a drain). */
+  close(): void;
+  /** Joined or removed: its deadline entry is stale. */
+  left: boolean;
+}
+
+/** What a long-poll asks for. */
+export type WaitSpec = Pick<Consumer, "filter" | "visibilityMs" | "peek"> & { limit: number };
+
+const NOTHING: Taken = { items: [], ephemeral: false };
+
 /** Every consumer waiting on every group of the broker. */
 export class Consumers {
   readonly #waiting = new Map<Group, Waiting[]>();
-  readonly #deadlines: Heap<Waiting>;
+  /** Long-polls by the name of the topic they wait for, which does not exist yet. */
+  readonly #unborn = new Map<string, Unborn[]>();
+  readonly #deadlines: Heap<Waiting | Unborn>;
 
   /** `onDue` hears a wait's deadline earlier than any pending (the broker's alarm). */
   constructor(private readonly take: TakeFn, onDue?: (at: number) => void) {
@@ -104,6 +127,11 @@ export class Consumers {
     return n;
   }
 
+  /** How many long-polls wait for topic `name`, which does not exist yet. */
+  waitingFor(name: string): number {
+    return this.#unborn.get(name)?.length ?? 0;
+  }
+
   /**
    * Adds a consumer and serves it from what is ready now; returns a function that removes it.
    * With `looked`, the caller has just taken from the group in this same turn and found nothing
@@ -128,35 +156,107 @@ export class Consumers {
   wait(
     topic: Topic,
     g: Group,
-    spec: Pick<Consumer, "filter" | "visibilityMs" | "peek"> & { limit: number },
+    spec: WaitSpec,
     deadline: number,
     now: number,
     signal: AbortSignal | undefined,
   ): Promise<Taken> {
-    if (signal?.aborted) return Promise.resolve({ items: [], ephemeral: false });
+    if (signal?.aborted) return Promise.resolve(NOTHING);
     return new Promise((resolve) => {
-      const onAbort = () => {
-        remove();
-        resolve({ items: [], ephemeral: false });
-      };
-      const settle = (taken: Taken) => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve(taken);
-      };
-      const consumer: Consumer = {
-        group: g,
-        filter: spec.filter,
-        visibilityMs: spec.visibilityMs,
-        peek: spec.peek,
-        credits: spec.limit,
-        deadline,
-        once: true,
-        offer: (items, ephemeral) => settle({ items, ephemeral }),
-        close: () => settle({ items: [], ephemeral: false }),
-      };
-      signal?.addEventListener("abort", onAbort, { once: true });
-      const remove = this.add(topic, consumer, now, true);
+      const settle = this.#settler(resolve, signal, () => remove());
+      const remove = this.#park(topic, g, spec, deadline, now, settle);
     });
+  }
+
+  /**
+   * Parks a long-poll on topic `name`, which does not exist: nothing is created. When a publish
+   * or POST /api/topics creates the topic, `join` names the group (created then, before the
+   * first message) and the spec, and the poll waits there as `wait()` does, until `deadline`.
+   */
+  waitForTopic(
+    name: string,
+    filter: MessageFilter | undefined,
+    join: (topic: Topic) => { group: Group; spec: WaitSpec },
+    deadline: number,
+    signal: AbortSignal | undefined,
+  ): Promise<Taken> {
+    if (signal?.aborted) return Promise.resolve(NOTHING);
+    return new Promise((resolve) => {
+      let remove = () => {
+        this.#forget(u);
+      };
+      const settle = this.#settler(resolve, signal, () => remove());
+      const u: Unborn = {
+        name,
+        filter,
+        left: false,
+        offer: (item) => settle({ items: [item], ephemeral: true }),
+        join: (topic, at) => {
+          const { group, spec } = join(topic);
+          remove = this.#park(topic, group, spec, deadline, at, settle);
+        },
+        close: () => settle(NOTHING),
+      };
+      const list = this.#unborn.get(name);
+      if (list) list.push(u);
+      else this.#unborn.set(name, [u]);
+      this.#deadlines.push(deadline, u);
+    });
+  }
+
+  /** Moves the long-polls waiting for `topic`'s name onto it, now that it exists. */
+  adopt(topic: Topic, now: number): void {
+    const list = this.#unborn.get(topic.name);
+    if (!list) return;
+    this.#unborn.delete(topic.name);
+    for (const u of list) {
+      u.left = true;
+      try {
+        u.join(topic, now);
+      } catch {
+        u.close(); // the topic cannot take its group: the poll ends empty, the publish goes on
+      }
+    }
+  }
+
+  /** A long-poll's resolver: it resolves once, and an abort first runs `remove`. */
+  #settler(
+    resolve: (taken: Taken) => void,
+    signal: AbortSignal | undefined,
+    remove: () => void,
+  ): (taken: Taken) => void {
+    const onAbort = () => {
+      remove();
+      resolve(NOTHING);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+    return (taken) => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve(taken);
+    };
+  }
+
+  /** Adds a one-shot consumer of `g` that settles the poll; returns its remover. */
+  #park(
+    topic: Topic,
+    g: Group,
+    spec: WaitSpec,
+    deadline: number,
+    now: number,
+    settle: (taken: Taken) => void,
+  ): () => void {
+    const consumer: Consumer = {
+      group: g,
+      filter: spec.filter,
+      visibilityMs: spec.visibilityMs,
+      peek: spec.peek,
+      credits: spec.limit,
+      deadline,
+      once: true,
+      offer: (items, ephemeral) => settle({ items, ephemeral }),
+      close: () => settle(NOTHING),
+    };
+    return this.add(topic, consumer, now, true);
   }
 
   /** Hands what `g` has ready to its waiting consumers, in the order they came, by their credits. */
@@ -198,13 +298,23 @@ export class Consumers {
   }
 
   /**
-   * Offers a broadcast message to every consumer of `topic` waiting at this instant whose filter
-   * takes it; nothing is leased and no credit spent. Returns how many received it.
+   * Offers a broadcast message to every consumer of topic `name` waiting at this instant (on
+   * `topic`, or for it when it does not exist) whose filter takes it; nothing is leased and no
+   * credit spent. Returns how many received it.
    */
-  broadcast(topic: Topic, msg: StoredMessage): number {
+  broadcast(name: string, topic: Topic | undefined, msg: StoredMessage): number {
     const item: Offered = { msg, retryCount: 0, reason: undefined };
     let n = 0;
-    for (const g of topic.groups.values()) {
+    const unborn = this.#unborn.get(name);
+    if (unborn) {
+      for (const u of [...unborn]) {
+        if (u.filter && !u.filter.accepts(msg)) continue;
+        this.#forget(u);
+        u.offer(item);
+        n++;
+      }
+    }
+    for (const g of topic?.groups.values() ?? []) {
       const list = this.#waiting.get(g);
       if (!list) continue;
       for (let i = 0; i < list.length; i++) {
@@ -223,11 +333,13 @@ export class Consumers {
   expire(now: number): void {
     while (this.#deadlines.peekKey() <= now) {
       const w = this.#deadlines.pop()!;
-      if (this.#remove(w)) w.consumer.close();
+      if ("join" in w) {
+        if (this.#forget(w)) w.close();
+      } else if (this.#remove(w)) w.consumer.close();
     }
   }
 
-  /** Removes every consumer of `topic` (drain, deletion), telling each. */
+  /** Removes every consumer of `topic` (deletion), telling each. */
   release(topic: Topic): void {
     for (const g of topic.groups.values()) {
       const list = this.#waiting.get(g);
@@ -237,6 +349,22 @@ export class Consumers {
         this.#left(w);
         w.consumer.close();
       }
+    }
+  }
+
+  /** Removes every consumer and every long-poll waiting for a topic (drain, close), telling each. */
+  releaseAll(): void {
+    const lists = [...this.#waiting.values()];
+    this.#waiting.clear();
+    for (const w of lists.flat()) {
+      this.#left(w);
+      w.consumer.close();
+    }
+    const unborn = [...this.#unborn.values()];
+    this.#unborn.clear();
+    for (const u of unborn.flat()) {
+      u.left = true;
+      u.close();
     }
   }
 
@@ -255,5 +383,16 @@ export class Consumers {
   #left(w: Waiting): void {
     w.left = true;
     if (w.consumer.filter) w.consumer.group.watch(-1);
+  }
+
+  /** Takes a long-poll out of those waiting for a topic; false when it had left already. */
+  #forget(u: Unborn): boolean {
+    const list = this.#unborn.get(u.name);
+    const i = list ? list.indexOf(u) : -1;
+    if (i < 0) return false;
+    list!.splice(i, 1);
+    u.left = true;
+    if (!list!.length) this.#unborn.delete(u.name);
+    return true;
   }
 }

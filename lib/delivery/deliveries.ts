@@ -5,7 +5,7 @@
  */
 
 import { MAX_ANSWER_PAYLOAD_BYTES, MAX_PEEK } from "../config.ts";
-import type { Consumers, Offered } from "./consumers.ts";
+import type { Consumers, Taken } from "./consumers.ts";
 import type { BrokerContext } from "../context.ts";
 import { deadLetter, dlqName, exhausted } from "./dead_letter.ts";
 import { BrokerError } from "../errors.ts";
@@ -127,46 +127,54 @@ export async function consume<T>(
   const groupName = opts.group ?? DEFAULT_GROUP;
   if (groupName) checkName(groupName, "group");
   const timeoutMs = opts.timeoutMs ?? 0;
-  let topic = ctx.findTopic(name);
-  if (!topic) {
-    if (!timeoutMs) return handOver([]);
-    topic = ctx.getTopic(name); // a consumer may wait for a topic's first message
-  }
-  const g = ctx.getGroup(topic, groupName);
+  const filter = opts.filterKey ? new PayloadFilter(opts.filterKey, opts.filterVal) : undefined;
   const now = ctx.now();
-  const spec: TakeSpec = {
-    limit: opts.limit ?? 1,
-    filter: opts.filterKey ? new PayloadFilter(opts.filterKey, opts.filterVal) : undefined,
-    visibilityMs: opts.visibilityMs ?? ctx.effective(topic).visibilityMs,
-    peek: opts.peek ?? false,
+  // Where the poll takes from, once the topic exists: its group (created by a first consume
+  // with `group=`) and what it asks.
+  const at: { topic?: Topic; g?: Group; spec?: TakeSpec } = {};
+  const join = (topic: Topic) => {
+    const g = ctx.getGroup(topic, groupName);
+    const spec: TakeSpec = {
+      limit: opts.limit ?? 1,
+      filter,
+      visibilityMs: opts.visibilityMs ?? ctx.effective(topic).visibilityMs,
+      peek: opts.peek ?? false,
+    };
+    Object.assign(at, { topic, g, spec });
+    return { group: g, spec };
   };
-  let items: Offered[] = take(topic, g, spec, now);
-  let ephemeral = false;
-  if (!items.length && timeoutMs > 0) {
-    ({ items, ephemeral } = await consumers.wait(
-      topic,
-      g,
-      spec,
-      now + timeoutMs,
-      now,
-      opts.signal,
-    ));
+  let taken: Taken = { items: [], ephemeral: false };
+  const found = ctx.findTopic(name);
+  if (found) {
+    const { group: g, spec } = join(found);
+    taken.items = take(found, g, spec, now);
+    if (!taken.items.length && timeoutMs > 0) {
+      taken = await consumers.wait(found, g, spec, now + timeoutMs, now, opts.signal);
+    }
+  } else if (timeoutMs > 0) {
+    // Waiting creates nothing: the topic comes with its first publish (or POST /api/topics),
+    // which joins this poll to it before its message is stored (docs/api/consume.md).
+    taken = await consumers.waitForTopic(name, filter, join, now + timeoutMs, opts.signal);
   }
+  const { items, ephemeral } = taken;
+  const { topic, g, spec } = at;
   // A broadcast hands out a message that is not stored: there is nothing to ack.
-  const leased = items.length > 0 && !spec.peek && !ephemeral;
+  const leased = topic && g && items.length > 0 && !spec?.peek && !ephemeral
+    ? { topic, g }
+    : undefined;
   let answer: T;
   try {
     answer = handOver(items.map((d) => handed(name, d, groupName, d.msg.origin)));
   } catch (e) {
-    if (leased && ctx.findTopic(name) === topic) {
-      g.unlease(items as Delivery[]);
-      topic.counters.delivered -= items.length;
-      ctx.deliver(topic, g, ctx.now()); // to another waiting consumer, if one waits
+    if (leased && ctx.findTopic(name) === leased.topic) {
+      leased.g.unlease(items as Delivery[]);
+      leased.topic.counters.delivered -= items.length;
+      ctx.deliver(leased.topic, leased.g, ctx.now()); // to another waiting consumer, if one waits
     }
     throw e;
   }
-  if (opts.autoAck && leased && ctx.findTopic(name) === topic) {
-    await ackIn(topic, g, items.map((d) => d.msg.id), ctx.now()).durable;
+  if (opts.autoAck && leased && ctx.findTopic(name) === leased.topic) {
+    await ackIn(leased.topic, leased.g, items.map((d) => d.msg.id), ctx.now()).durable;
   }
   return answer;
 }

@@ -1,6 +1,7 @@
 /**
- * GET /consume/{topic} through the HTTP server: shapes by limit, empty queue, long-polling,
- * auto_ack, peek, filters (and the work they cost) and per-consume visibility.
+ * GET /consume/{topic} through the HTTP server: shapes by limit, empty queue, long-polling (on
+ * topics that do not exist yet too), auto_ack, peek, filters (and the work they
+ * cost) and per-consume visibility.
  */
 
 import { assert, assertEquals } from "../_support/assert.ts";
@@ -11,9 +12,11 @@ import {
   consume,
   type Json,
   publish,
+  queues,
   settle,
   textOf,
 } from "../_support/http.ts";
+import { exists, walPath } from "../_support/files.ts";
 import { eventually } from "../_support/wait.ts";
 import { withBroker } from "../_support/server.ts";
 import { FILTER_SCAN_WINDOW } from "../../lib/delivery/group.ts";
@@ -329,5 +332,86 @@ Deno.test("GET /consume?filter_key: 20 parked long-polls look at each publish's 
     const served = answers.filter((r) => r.status === 200);
     assertEquals(served.map((r) => r.body.id), [match.id]);
     for (const r of answers.filter((r) => r.status !== 200)) assertProblem(r, 404, "queue_empty");
+  });
+});
+
+Deno.test("GET /consume?timeout on a topic that does not exist creates no topic, file or listing", async () => {
+  await withBroker({}, async (ctx) => {
+    const waiting = ctx.start("GET", "/consume/ordres?timeout=5s");
+    await until(ctx, () => ctx.broker.consumers.waitingFor("ordres") === 1, "the poll waits");
+    const nowhere = async () => {
+      assertEquals(await exists(walPath(ctx.dataDir, "ordres")), false, "no WAL file");
+      assertEquals((await queues(ctx)).has("ordres"), false, "not in /api/queues");
+      const stats = await ctx.call("GET", "/api/stats");
+      assertEquals(Object.keys(stats.body.topics).includes("ordres"), false, "not in /api/stats");
+      assertEquals((await ctx.call("GET", "/api/topics/ordres")).status, 404);
+    };
+    await nowhere();
+    await ctx.tick(5_000);
+    assertProblem(await waiting, 404, "queue_empty");
+    await nowhere();
+  });
+});
+
+Deno.test("GET /consume?timeout on a topic that does not exist gets a broadcast, which creates nothing", async () => {
+  await withBroker({}, async (ctx) => {
+    const waiting = ctx.start("GET", "/consume/flash-lp?timeout=5s");
+    await until(ctx, () => ctx.broker.consumers.waitingFor("flash-lp") === 1, "the poll waits");
+    const sent = await ctx.call("POST", "/publish/flash-lp?broadcast=true", { body: "now" });
+    assertEquals([sent.status, sent.body.delivered_to], [200, 1], sent.text);
+    const res = await waiting;
+    assertEquals([res.status, res.body.payload_text], [200, "now"], res.text);
+    assertEquals(ctx.broker.findTopic("flash-lp"), undefined);
+  });
+});
+
+Deno.test("GET /consume?timeout&group= on a new topic gets its first publish, in a group made first", async () => {
+  await withBroker({}, async (ctx) => {
+    const waiting = ctx.start("GET", "/consume/signups-lp?timeout=5s&group=mailer");
+    await until(ctx, () => ctx.broker.consumers.waitingFor("signups-lp") === 1, "the poll waits");
+    const p = await publish(ctx, "signups-lp", "ada@example.com");
+    const res = await waiting;
+    assertEquals(res.status, 200, res.text);
+    assertEquals([res.body.id, res.body.group], [p.id, "mailer"]);
+    const groups = await ctx.call("GET", "/api/groups?topic=signups-lp");
+    assertEquals(groups.status, 200, groups.text);
+    assertEquals(groups.body.map((g: Json) => g.group), ["mailer"]);
+    assertEquals((await consume(ctx, "signups-lp")).id, p.id, "the default group has it too");
+    assert(await exists(walPath(ctx.dataDir, "signups-lp")), "the publish made the topic");
+  });
+});
+
+Deno.test("GET /consume?timeout on a new topic waits for POST /api/topics, then its publishes", async () => {
+  await withBroker({}, async (ctx) => {
+    const waiting = ctx.start("GET", "/consume/made-lp?timeout=5s&filter_key=k");
+    await until(ctx, () => ctx.broker.consumers.waitingFor("made-lp") === 1, "the poll waits");
+    const made = await ctx.call("POST", "/api/topics", { json: { name: "made-lp" } });
+    assertEquals(made.status, 201, made.text);
+    const topic = ctx.broker.findTopic("made-lp")!;
+    assertEquals([ctx.broker.consumers.waitingFor("made-lp"), ctx.broker.consumers.count(topic)], [
+      0,
+      1,
+    ]);
+    await publish(ctx, "made-lp", '{"other":1}');
+    const p = await publish(ctx, "made-lp", '{"k":1}');
+    const res = await waiting;
+    assertEquals(res.status, 200, res.text);
+    assertEquals(res.body.id, p.id);
+  });
+});
+
+Deno.test("GET /consume?timeout on a new topic at BROKER_MAX_TOPICS waits; its publish is refused", async () => {
+  await withBroker({ maxTopics: 1 }, async (ctx) => {
+    await publish(ctx, "one", "x");
+    const waiting = ctx.start("GET", "/consume/two?timeout=5s");
+    await until(ctx, () => ctx.broker.consumers.waitingFor("two") === 1, "the poll waits");
+    assertProblem(
+      await ctx.call("POST", "/publish/two", { body: "y" }),
+      403,
+      "topic_limit_reached",
+    );
+    await ctx.tick(5_000);
+    assertProblem(await waiting, 404, "queue_empty");
+    assertEquals([...(await queues(ctx)).keys()], ["one"]);
   });
 });

@@ -153,7 +153,7 @@ Deno.test("Consumers.broadcast() offers to the consumers waiting now and spends 
     origin: undefined,
     reason: undefined,
   }, 0);
-  assertEquals(consumers.broadcast(topic, msg), 2);
+  assertEquals(consumers.broadcast(topic.name, topic, msg), 2);
   assertEquals(once.offers, [{ ids: ["b1"], ephemeral: true }]);
   assertEquals(push.offers, [{ ids: ["b1"], ephemeral: true }]);
   assertEquals(picky.offers, []);
