@@ -390,7 +390,19 @@ export class Broker implements BrokerContext {
     handOver: (messages: deliveries.Handed[]) => T = (m) => m as unknown as T,
   ): Promise<T> {
     this.#gate();
-    return deliveries.consume(this, this.consumers, name, opts, handOver);
+    return deliveries.consume(this, this.consumers, name, opts, (messages) => {
+      // A long-poll ended by a drain or shutdown says so: the queue may well not be empty.
+      if (!messages.length && this.draining) throw this.#stoppedWaiting(name);
+      return handOver(messages);
+    });
+  }
+
+  #stoppedWaiting(name: string): BrokerError {
+    const retry = this.cluster ? "retry on another node" : "retry once it has restarted";
+    return new BrokerError(
+      "draining",
+      `Stopped waiting for a message in "${name}": the broker is draining (stopping); ${retry}`,
+    );
   }
 
   peek(name: string, limit?: number): deliveries.Handed[] {

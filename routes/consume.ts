@@ -126,7 +126,8 @@ const CONSUME_DOC: RouteDoc = {
     "becomes available again with `retry_count` + 1. With `limit=1` the answer is one Message, " +
     "with `limit>1` an array. An empty queue answers 404 `queue_empty` (after `timeout`). A " +
     "long-poll on a topic that does not exist creates nothing: it waits for the topic's first " +
-    "message. A filter examines at most the first 1,000 ready messages.",
+    "message. A filter examines at most the first 1,000 ready messages. A long-poll still " +
+    "waiting when the broker stops answers 503 `draining`.",
   tag: "Messages",
   params: [
     durationQuery("timeout", "Long-poll: wait this long for a message.", MAX_LONG_POLL_MS),

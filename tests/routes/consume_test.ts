@@ -1,10 +1,11 @@
 /**
  * GET /consume/{topic} through the HTTP server: shapes by limit, empty queue, long-polling (on
- * topics that do not exist yet too), auto_ack, peek, filters (and the work they
+ * topics that do not exist yet, and through a drain), auto_ack, peek, filters (and the work they
  * cost) and per-consume visibility.
  */
 
-import { assert, assertEquals } from "../_support/assert.ts";
+import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
+import { start, stop, withDataDir } from "../_support/child.ts";
 import {
   assertEmpty,
   assertProblem,
@@ -20,6 +21,7 @@ import { exists, walPath } from "../_support/files.ts";
 import { eventually } from "../_support/wait.ts";
 import { withBroker } from "../_support/server.ts";
 import { FILTER_SCAN_WINDOW } from "../../lib/delivery/group.ts";
+import { shardOf } from "../../lib/shard.ts";
 
 Deno.test("GET /consume with limit=1 (the default) answers one Message object", async () => {
   await withBroker({}, async (ctx) => {
@@ -413,5 +415,59 @@ Deno.test("GET /consume?timeout on a new topic at BROKER_MAX_TOPICS waits; its p
     await ctx.tick(5_000);
     assertProblem(await waiting, 404, "queue_empty");
     assertEquals([...(await queues(ctx)).keys()], ["one"]);
+  });
+});
+
+Deno.test("GET /consume?timeout parked when the broker drains or shuts down answers 503 draining", async () => {
+  for (const stop of ["POST /api/drain", "close"]) {
+    await withBroker({}, async (ctx) => {
+      await publish(ctx, "busy", "x");
+      await consume(ctx, "busy", "auto_ack=true");
+      const parked = ctx.start("GET", "/consume/busy?timeout=30s");
+      const unborn = ctx.start("GET", "/consume/not-yet?timeout=30s&group=g");
+      const topic = ctx.broker.findTopic("busy")!;
+      await until(
+        ctx,
+        () => ctx.broker.consumers.count(topic) + ctx.broker.consumers.waitingFor("not-yet") === 2,
+        "both polls wait",
+      );
+      if (stop === "close") await ctx.broker.close();
+      else assertEquals((await ctx.call("POST", "/api/drain")).status, 200);
+      for (const [res, name] of [[await parked, "busy"], [await unborn, "not-yet"]] as const) {
+        assertProblem(res, 503, "draining");
+        assertEquals(
+          res.body.detail,
+          `Stopped waiting for a message in "${name}": the broker is draining (stopping); ` +
+            "retry once it has restarted",
+          stop,
+        );
+        assertEquals(res.headers.get("retry-after"), "1", stop);
+      }
+    });
+  }
+});
+
+Deno.test("GET /consume?timeout with BROKER_WORKERS=2: new topics wait uncreated, SIGINT answers 503", async () => {
+  await withDataDir(async (dir) => {
+    const b = await start(dir, { BROKER_WORKERS: "2" });
+    const names = ["lp-w0", "lp-w1", "lp-w2", "lp-w3"];
+    assertEquals(new Set(names.map((t) => shardOf(t, 2))).size, 2, "both workers own some");
+    const polls = names.map((t) => call(b.url, "GET", `/consume/${t}?timeout=30s&group=g`));
+    for (const p of polls) p.catch(() => {}); // a failed check kills the broker under them
+    await settle(b.url);
+    const p = await publish(b, names[0]!, "first");
+    const first = await polls[0]!;
+    assertEquals([first.status, first.body.id, first.body.group], [200, p.id, "g"], first.text);
+    assertEquals([...(await queues(b)).keys()], [names[0]], "only the published topic is listed");
+    assertEquals((await stop(b, "SIGINT")).code, 0);
+    for (const [i, res] of (await Promise.all(polls.slice(1))).entries()) {
+      assertProblem(res, 503, "draining");
+      assertMatch(
+        res.body.detail,
+        new RegExp(`^Stopped waiting for a message in "${names[i + 1]}"`),
+      );
+      assertEquals(await exists(walPath(dir, names[i + 1]!)), false, "no file for a wait");
+    }
+    assert(await exists(walPath(dir, names[0]!)));
   });
 });

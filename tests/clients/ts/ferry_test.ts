@@ -5,7 +5,8 @@
  */
 
 import { assert, assertEquals, assertMatch } from "../../_support/assert.ts";
-import { UUID_V7 } from "../../_support/http.ts";
+import { settle, UUID_V7 } from "../../_support/http.ts";
+import { eventually } from "../../_support/wait.ts";
 import { withBroker } from "../../_support/server.ts";
 import {
   Ferry,
@@ -246,5 +247,36 @@ Deno.test("Ferry.ack() of an unknown id is a FerryError with the problem's field
     assertMatch(e.detail, /Cannot ack message "0190a000-/);
     assert(e.requestId, "the broker's request id");
     assertMatch(e.message, /^POST \/ack\/x\/0190a000-.*: 404 message_not_found: Cannot ack/);
+  });
+});
+
+Deno.test("Ferry.consume() waiting through a drain rejects with 503 draining, retrying only after Retry-After", async () => {
+  await withBroker({}, async (ctx) => {
+    const retries: { delayMs: number; code: string | undefined }[] = [];
+    const ferry = new Ferry({
+      url: ctx.url,
+      retries: 2,
+      onRetry: (r) => retries.push({ delayMs: r.delayMs, code: r.error.code }),
+    });
+    const waiting = ferry.consume("drained-lp", { timeout: "30s" }).then(
+      (ms) => ms,
+      (e: unknown) => e,
+    );
+    await eventually(
+      async () => (await settle(ctx.url, 1), ctx.broker.consumers.waitingFor("drained-lp") === 1),
+      10_000,
+      "the long-poll waits",
+    );
+    const t0 = performance.now();
+    assertEquals((await ctx.call("POST", "/api/drain")).status, 200);
+    const e = await waiting;
+    assert(e instanceof FerryError, `not a FerryError: ${JSON.stringify(e)}`);
+    assertEquals([e.status, e.code], [503, "draining"]);
+    assertMatch(e.message, /the broker is draining \(stopping\)/i);
+    assertEquals(retries, [{ delayMs: 1_000, code: "draining" }, {
+      delayMs: 1_000,
+      code: "draining",
+    }]);
+    assert(performance.now() - t0 >= 2_000, "each retry waited Retry-After: no spin");
   });
 });
