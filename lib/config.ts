@@ -92,6 +92,10 @@ export interface Config {
   payloadCacheBytes: number;
   /** Recent messages a streamed topic keeps for resume (SSE Last-Event-ID). */
   streamBuffer: number;
+  /** Open WebSockets the broker holds at most, all workers together (docs/api/websocket.md). */
+  wsMaxSockets: number;
+  /** Open WebSockets one API key (or, with auth off, one client address) holds at most. */
+  wsMaxSocketsPerKey: number;
   /** etcd endpoints; empty: standalone. */
   clusterEtcd: string[];
   /** The cluster's key prefix in etcd. */
@@ -370,6 +374,20 @@ export const SETTINGS: readonly Setting[] = [
     def: "1000",
     help: "recent messages a streamed topic keeps so a reconnecting reader can resume",
     apply: (c, v) => c.streamBuffer = int("BROKER_STREAM_BUFFER", v, 0, 1_000_000),
+  },
+  {
+    env: "BROKER_WS_MAX_SOCKETS",
+    flag: "--ws-max-sockets",
+    def: "64",
+    help: "open WebSockets the broker holds at most; each may make it buffer a 64 MiB message",
+    apply: (c, v) => c.wsMaxSockets = int("BROKER_WS_MAX_SOCKETS", v, 1, 100_000),
+  },
+  {
+    env: "BROKER_WS_MAX_SOCKETS_PER_KEY",
+    flag: "--ws-max-sockets-per-key",
+    def: "16",
+    help: "open WebSockets one API key (with auth off, one client address) holds at most",
+    apply: (c, v) => c.wsMaxSocketsPerKey = int("BROKER_WS_MAX_SOCKETS_PER_KEY", v, 1, 100_000),
   },
   {
     env: "BROKER_WORKERS",

@@ -60,7 +60,7 @@ export interface AppOptions {
  * The fetch handler, and `forwarded` for a request another worker handed over: that one is
  * answered here whatever its topic, and counted (metrics, access log) by the worker that took it.
  */
-export type BrokerHandler = ((req: Request) => Promise<Response>) & {
+export type BrokerHandler = ((req: Request, info?: Deno.ServeHandlerInfo) => Promise<Response>) & {
   forwarded(req: Request): Promise<Response>;
 };
 
@@ -83,7 +83,11 @@ export function createHandler(
   const inFlightNow = () => inFlight;
 
   const shards = opts.shards;
-  async function serve(req: Request, forwarded: boolean): Promise<Response> {
+  async function serve(
+    req: Request,
+    forwarded: boolean,
+    info?: Deno.ServeHandlerInfo,
+  ): Promise<Response> {
     const t0 = performance.now();
     if (t0 >= stallCheckAt) {
       stallCheckAt = t0 + 1_000;
@@ -128,6 +132,7 @@ export function createHandler(
           requestId,
           inFlight: inFlightNow,
           routes: router.routes,
+          remote: info?.remoteAddr.transport === "tcp" ? info.remoteAddr.hostname : undefined,
         };
         let early: Response | undefined;
         for (const hook of before) {
@@ -160,7 +165,7 @@ export function createHandler(
     }
     return res;
   }
-  const handle = (req: Request) => serve(req, false);
+  const handle = (req: Request, info?: Deno.ServeHandlerInfo) => serve(req, false, info);
   return Object.assign(handle, { forwarded: (req: Request) => serve(req, true) });
 }
 

@@ -71,9 +71,10 @@ export interface PublishLimits {
 }
 
 function caller(key: ApiKey, limits: PublishLimits | undefined): Caller {
-  const name = key.name;
+  const { name, digest } = key;
   return {
     name,
+    digest,
     admit(messages, bytes) {
       const waitMs = limits?.admit(key, messages, bytes) ?? 0;
       if (waitMs === 0) return;

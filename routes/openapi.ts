@@ -39,6 +39,7 @@ const CODE_MEANING: Record<ErrorCode, string> = {
   unauthorized: "no API key, or an unknown one (only when keys are configured)",
   forbidden: "the API key lacks the scope this operation needs",
   topic_limit_reached: "the broker holds BROKER_MAX_TOPICS topics already",
+  subscriptions_full: "a WebSocket holds the most subscriptions one socket may",
   not_found: "the topic, queue, webhook or cluster link does not exist",
   queue_empty: "no message is available",
   message_not_found: "no message in flight has this id (in this group)",
@@ -48,6 +49,8 @@ const CODE_MEANING: Record<ErrorCode, string> = {
   queue_full: "the topic holds its maximum of messages and its policy is `reject`",
   memory_full: "the broker holds BROKER_MAX_MEMORY of messages",
   rate_limited: "the API key publishes past its rate= or bytes= limit",
+  too_many_sockets: "the broker holds BROKER_WS_MAX_SOCKETS open WebSockets, or the " +
+    "API key (or client address) BROKER_WS_MAX_SOCKETS_PER_KEY",
   draining: "the broker is draining (after POST /api/drain or SIGTERM)",
   electing: "cluster mode: no leader is elected yet",
   unavailable: "the service cannot do it now",

@@ -19,6 +19,8 @@ export type Scope = "publish" | "consume" | "admin" | "metrics" | "public";
 export interface Caller {
   /** The key's name (`name=` in the keys file), never the key. */
   name: string;
+  /** The key's SHA-256 (lib/auth.ts `ApiKey.digest`): its identity for open streams. */
+  digest: Uint8Array;
   /** Counts a publish of `messages` carrying `bytes` against the key's limits; throws 429. */
   admit(messages: number, bytes: number): void;
 }
@@ -40,6 +42,8 @@ export interface Ctx {
   caller?: Caller;
   /** What an admin action acted on when the path does not say (a topic named in the body). */
   subject?: string;
+  /** The client's address as the connection shows it (not a proxy's header); undefined: unknown. */
+  remote?: string;
 }
 
 export type Handler = (req: Request, ctx: Ctx) => Response | Promise<Response>;

@@ -4,6 +4,12 @@
  * broadcasts; a consuming subscription (`subscribe` with `group` or `prefetch`) is a push consumer
  * on one group, holding at most `prefetch` un-acked deliveries. Pings come from Deno's
  * `idleTimeout` (see `wsRoutes`); drain closes every socket with 1001.
+ *
+ * Deno assembles a client message of up to 64 MiB before the broker sees it, so what sockets can
+ * make the broker hold is bounded by their number: BROKER_WS_MAX_SOCKETS in all and
+ * BROKER_WS_MAX_SOCKETS_PER_KEY per API key (per client address with auth off), refused at the
+ * upgrade; a frame over MAX_FRAME_BYTES closes its socket with 1009, and one socket holds at most
+ * MAX_SUBSCRIPTIONS subscriptions.
  */
 
 import {
@@ -18,6 +24,7 @@ import {
 import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
 import type { ErrorCode } from "../protocol/error_codes.ts";
+import { hexOf } from "../protocol/key_hash.ts";
 import type { WsServerFrame } from "../protocol/wire.ts";
 import type { Ctx, Route } from "./router.ts";
 import { messageFrameText as messageFrame } from "./wire.ts";
@@ -31,6 +38,14 @@ export const PING_INTERVAL_MS = 25_000;
 export const MAX_BUFFERED_BYTES = 8 * 1024 * 1024;
 /** Un-acked deliveries a consuming subscription holds when the client names no `prefetch`. */
 export const DEFAULT_PREFETCH = 10;
+/**
+ * Subscriptions (spies and consuming) one socket holds at most. Every publish walks the
+ * `prefix*` spies of every socket (lib/feed.ts), so this and BROKER_WS_MAX_SOCKETS bound that
+ * walk; a client that needs more topics spies on a pattern (`orders.*`, `*`).
+ */
+export const MAX_SUBSCRIPTIONS = 100;
+/** Close code for a frame over MAX_FRAME_BYTES (RFC 6455: Message Too Big). */
+const CLOSE_TOO_BIG = 1009;
 /** Longest requeue reason kept, as on POST /requeue. */
 const MAX_REASON_CHARS = 1024;
 const DRAINING = "The broker is draining";
@@ -49,11 +64,14 @@ export interface WsOptions {
  * come `pingMs` later it closes the socket with 1001 "No response from ping frame.". Every frame
  * received starts the wait again, so a client that answers is pinged every `pingMs`.
  */
+/** The scope GET /ws needs; a socket whose key loses it is closed at the next key reload. */
+const SCOPE = "consume";
+
 export function wsRoutes(opts: WsOptions = {}): Route[] {
   const pingMs = opts.pingMs ?? PING_INTERVAL_MS;
   const maxBuffered = opts.maxBufferedBytes ?? MAX_BUFFERED_BYTES;
   const handler = (req: Request, ctx: Ctx) => upgrade(req, ctx, pingMs, maxBuffered);
-  return [{ method: "GET", pattern: "/ws", scope: "consume", handler, doc: WS_DOC }];
+  return [{ method: "GET", pattern: "/ws", scope: SCOPE, handler, doc: WS_DOC }];
 }
 
 const WS_DOC: RouteDoc = {
@@ -63,12 +81,17 @@ const WS_DOC: RouteDoc = {
     "holds their schemas: WsClientFrame, WsServerFrame; GET /asyncapi.json describes each). `subscribe` with a topic, `prefix*` or " +
     "`*` spies on what is stored; with `group` or `prefetch` " +
     `(1–${MAX_PREFETCH}, default ${DEFAULT_PREFETCH}) it consumes one topic, each delivery ` +
-    "leased until acked or requeued. Errors are `error` frames and never close the socket; " +
-    `frames over ${MAX_FRAME_BYTES / 1024} KiB are refused. The server pings after ` +
+    "leased until acked or requeued. Errors are `error` frames and never close the socket, " +
+    `but a frame over ${MAX_FRAME_BYTES / 1024} KiB closes it with 1009; a socket holds at most ` +
+    `${MAX_SUBSCRIPTIONS} subscriptions. Past BROKER_WS_MAX_SOCKETS open sockets, or ` +
+    "BROKER_WS_MAX_SOCKETS_PER_KEY for one key, the upgrade is answered 429 " +
+    "`too_many_sockets`. " +
+    "The server pings after " +
     `${PING_INTERVAL_MS / 1000} s of silence and closes with 1001 on drain. A plain GET answers ` +
     "400. Browsers pass the key as `?api_key=`.",
   tag: "Streams",
   ok: { 101: { description: "Switching Protocols: the socket is open." } },
+  errors: ["too_many_sockets"],
   extensions: {
     "x-ferry-websocket": {
       client: schemaRef("WsClientFrame"),
@@ -77,8 +100,65 @@ const WS_DOC: RouteDoc = {
   },
 };
 
+/** The open sockets of a broker, and how many each key (or client address) holds. */
+interface Sockets {
+  all: Set<Session>;
+  held: Map<string, number>;
+}
+
 /** The open sockets of each broker, so that a drain heard by one closes them all. */
-const SESSIONS = new WeakMap<BrokerApi, Set<Session>>();
+const SESSIONS = new WeakMap<BrokerApi, Sockets>();
+
+/** The sockets of a broker, made on its first upgrade. */
+function socketsOf(broker: BrokerApi): Sockets {
+  let sockets = SESSIONS.get(broker);
+  if (!sockets) {
+    const made: Sockets = sockets = { all: new Set(), held: new Map() };
+    SESSIONS.set(broker, made);
+    // Sockets with no subscription hear the drain too.
+    broker.onDrain(() => {
+      for (const s of [...made.all]) s.close(1001, DRAINING);
+    });
+  }
+  return sockets;
+}
+
+/**
+ * Who a socket counts against: its API key (by digest), or with auth off the client's address.
+ * Throws `too_many_sockets` when the broker or that holder has no socket left.
+ */
+function admitSocket(ctx: Ctx, sockets: Sockets): string {
+  const { wsMaxSockets, wsMaxSocketsPerKey, workers } = ctx.broker.config;
+  // Each worker holds its share of the total, so the broker's total holds whatever the spread.
+  const share = Math.ceil(wsMaxSockets / Math.max(1, workers));
+  if (sockets.all.size >= share) {
+    const held = workers > 1
+      ? `this worker holds ${share} open sockets, its share of ${wsMaxSockets} over ${workers} ` +
+        "workers"
+      : `the broker holds ${share} open sockets, the most it may`;
+    throw new BrokerError(
+      "too_many_sockets",
+      `Cannot open a WebSocket: ${held} (BROKER_WS_MAX_SOCKETS); retry later, or raise ` +
+        "BROKER_WS_MAX_SOCKETS",
+    );
+  }
+  const caller = ctx.caller;
+  const holder = caller ? `key:${hexOf(caller.digest)}` : `addr:${ctx.remote ?? "unknown"}`;
+  const held = sockets.held.get(holder) ?? 0;
+  if (held >= wsMaxSocketsPerKey) {
+    const who = caller
+      ? `API key "${caller.name}" holds ${held} open socket${held === 1 ? "" : "s"}, the most ` +
+        "one key may"
+      : `client ${ctx.remote ?? "(address unknown)"} holds ${held} open ` +
+        `socket${held === 1 ? "" : "s"}, the most one client address may with auth off`;
+    throw new BrokerError(
+      "too_many_sockets",
+      `Cannot open a WebSocket: ${who} (BROKER_WS_MAX_SOCKETS_PER_KEY); close one, or raise ` +
+        "BROKER_WS_MAX_SOCKETS_PER_KEY",
+    );
+  }
+  return holder;
+}
 
 function upgrade(req: Request, ctx: Ctx, pingMs: number, maxBuffered: number): Response {
   if (!/\bwebsocket\b/i.test(req.headers.get("upgrade") ?? "")) {
@@ -87,22 +167,15 @@ function upgrade(req: Request, ctx: Ctx, pingMs: number, maxBuffered: number): R
       "GET /ws is a WebSocket: connect with a WebSocket client (Upgrade: websocket)",
     );
   }
+  const sockets = socketsOf(ctx.broker);
+  const holder = admitSocket(ctx, sockets);
   let up: Deno.WebSocketUpgrade;
   try {
     up = Deno.upgradeWebSocket(req, { idleTimeout: (2 * pingMs) / 1000 });
   } catch (e) {
     throw new BrokerError("bad_request", `Cannot upgrade to a WebSocket: ${(e as Error).message}`);
   }
-  let all = SESSIONS.get(ctx.broker);
-  if (!all) {
-    const sessions = all = new Set();
-    SESSIONS.set(ctx.broker, sessions);
-    // Sockets with no subscription hear the drain too.
-    ctx.broker.onDrain(() => {
-      for (const s of [...sessions]) s.close(1001, DRAINING);
-    });
-  }
-  new Session(up.socket, ctx.broker, all, ctx.requestId, maxBuffered);
+  const session = new Session(up.socket, ctx.broker, sockets, holder, ctx.requestId, maxBuffered);
   return up.response;
 }
 
@@ -123,11 +196,13 @@ class Session {
   constructor(
     readonly socket: WebSocket,
     readonly broker: BrokerApi,
-    readonly all: Set<Session>,
+    readonly sockets: Sockets,
+    readonly holder: string,
     readonly requestId: string,
     readonly maxBuffered: number,
   ) {
-    all.add(this);
+    sockets.all.add(this);
+    sockets.held.set(holder, (sockets.held.get(holder) ?? 0) + 1);
     socket.addEventListener("message", (e) => this.#receive(e.data));
     socket.addEventListener("close", () => this.#end());
   }
@@ -202,6 +277,11 @@ class Session {
           return await this.#requeue(f.topic, f.id, f.reason);
       }
     } catch (e) {
+      if (e instanceof BrokerError && e.code === "payload_too_large") {
+        // As a transport's maxPayload would: the client learns why, and the socket goes.
+        this.error(e.code, `${e.message}: the socket is closed`);
+        return this.close(CLOSE_TOO_BIG, "Frame too large");
+      }
       if (e instanceof BrokerError) return this.error(e.code, e.message);
       this.broker.log.error("websocket frame failed", {
         request_id: this.requestId,
@@ -212,9 +292,21 @@ class Session {
     }
   }
 
+  /** Throws `subscriptions_full` when the socket holds MAX_SUBSCRIPTIONS already. */
+  #roomFor(topic: string): void {
+    if (this.#spies.size + this.#consuming.size < MAX_SUBSCRIPTIONS) return;
+    throw new BrokerError(
+      "subscriptions_full",
+      `Cannot subscribe to "${topic.slice(0, 64)}": this socket holds ${MAX_SUBSCRIPTIONS} ` +
+        "subscriptions, the most one socket may; unsubscribe from one, subscribe to a " +
+        "pattern (orders.*) instead, or open another socket",
+    );
+  }
+
   async #spy(pattern: string): Promise<void> {
     let spy = this.#spies.get(pattern);
     if (!spy) {
+      this.#roomFor(pattern);
       const s: Spy = { off: () => {} };
       s.off = this.broker.feed.subscribe(pattern, (e) => this.#heard(pattern, s, e));
       this.#spies.set(pattern, spy = s);
@@ -267,6 +359,7 @@ class Session {
           "unsubscribe first",
       );
     }
+    this.#roomFor(topic);
     const c = new Consuming(this, topic, group, prefetch);
     this.#consuming.set(topic, c);
     try {
@@ -330,14 +423,17 @@ class Session {
 
   /** The broker drains: every socket of it closes with 1001 (going away). */
   #drained(): void {
-    for (const s of [...this.all]) s.close(1001, DRAINING);
+    for (const s of [...this.sockets.all]) s.close(1001, DRAINING);
   }
 
   /** Unsubscribes everything; what its consumers hold comes back when the leases end. */
   #end(): void {
     if (this.#ended) return;
     this.#ended = true;
-    this.all.delete(this);
+    this.sockets.all.delete(this);
+    const held = (this.sockets.held.get(this.holder) ?? 1) - 1;
+    if (held > 0) this.sockets.held.set(this.holder, held);
+    else this.sockets.held.delete(this.holder);
     for (const spy of this.#spies.values()) spy.off();
     this.#spies.clear();
     for (const c of this.#consuming.values()) c.stop();

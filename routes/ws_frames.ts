@@ -1,12 +1,16 @@
 /**
  * The client frames of GET /ws, read and checked: a JSON object with a `type` (subscribe,
- * unsubscribe, ack, requeue) and its fields; anything else is a `bad_request` naming the fault.
+ * unsubscribe, ack, requeue) and its fields; anything else is a `bad_request` naming the fault
+ * (a frame over MAX_FRAME_BYTES: `payload_too_large`).
  */
 
 import { BrokerError } from "../lib/errors.ts";
 import type { WsClientFrame } from "../protocol/wire.ts";
 
-/** Largest client frame read; a larger one gets a `bad_request` error frame. */
+/**
+ * Largest client frame read; a larger one gets a `payload_too_large` error frame and the socket
+ * is closed with 1009 (docs/api/websocket.md).
+ */
 export const MAX_FRAME_BYTES = 64 * 1024;
 export const MAX_PREFETCH = 1_000;
 
@@ -39,7 +43,10 @@ export function parseFrame(data: unknown): WsClientFrame {
   if (typeof data !== "string") throw badRequest("Binary frames are not read: send JSON text");
   const bytes = data.length > MAX_FRAME_BYTES ? data.length : byteLength(data);
   if (bytes > MAX_FRAME_BYTES) {
-    throw badRequest(`Frame too large: ${bytes} bytes; at most ${MAX_FRAME_BYTES}`);
+    throw new BrokerError(
+      "payload_too_large",
+      `Frame too large: ${bytes} bytes; at most ${MAX_FRAME_BYTES}`,
+    );
   }
   let v: unknown;
   try {

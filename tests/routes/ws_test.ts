@@ -21,7 +21,7 @@ import { type TestBroker, withBroker } from "../_support/server.ts";
 import { Broker } from "../../lib/broker.ts";
 import { defaultConfig } from "../../lib/config.ts";
 import { createHandler, ROUTES } from "../../routes/app.ts";
-import { type WsOptions, wsRoutes } from "../../routes/ws.ts";
+import { MAX_SUBSCRIPTIONS, type WsOptions, wsRoutes } from "../../routes/ws.ts";
 
 /** How long a test waits for a frame before it fails instead of hanging. */
 const FRAME_WAIT_MS = 5_000;
@@ -402,7 +402,7 @@ Deno.test("ws: an ack of an unknown id is an error frame and the socket stays us
   });
 });
 
-Deno.test("ws: malformed, unknown, incomplete and oversized frames get error frames", async () => {
+Deno.test("ws: malformed, unknown and incomplete frames get error frames", async () => {
   await withWs({}, async (_ctx, open) => {
     const c = await open();
     const cases: [unknown, string, RegExp][] = [
@@ -413,11 +413,6 @@ Deno.test("ws: malformed, unknown, incomplete and oversized frames get error fra
       [{ type: "subscribe" }, "bad_request", /"topic"/],
       [{ type: "ack", topic: "t" }, "bad_request", /"id"/],
       [{ type: "requeue", topic: "t", id: "x", reason: 5 }, "bad_request", /"reason"/],
-      [
-        JSON.stringify({ type: "subscribe", topic: "x".repeat(70_000) }),
-        "bad_request",
-        /too large/,
-      ],
       [new Uint8Array([1, 2, 3]), "bad_request", /Binary/],
       [{ type: "subscribe", topic: "orders.*", group: "g" }, "invalid_parameter", /pattern/],
       [{ type: "subscribe", topic: "t", prefetch: 0 }, "invalid_parameter", /prefetch/],
@@ -610,3 +605,92 @@ Deno.test("ws: a drain closes a socket that holds no subscription too", async ()
     assertEquals([ev.code, ev.reason], [1001, "The broker is draining"]);
   });
 });
+
+Deno.test("ws: a frame over 64 KiB gets payload_too_large and closes the socket with 1009", async () => {
+  await withWs({}, async (_ctx, open) => {
+    const c = await open();
+    await subscribe(c, { topic: "fine" });
+    c.send(JSON.stringify({ type: "subscribe", topic: "x".repeat(70_000) }));
+    const err = await c.expect("error");
+    assertEquals(err.code, "payload_too_large");
+    assertMatch(err.detail, /Frame too large: 70031 bytes; at most 65536: the socket is closed/);
+    const ev = await c.closed;
+    assertEquals([ev.code, ev.reason], [1009, "Frame too large"]);
+    const other = await open(); // the broker keeps serving
+    await subscribe(other, { topic: "fine" });
+  });
+});
+
+Deno.test("ws: a socket holds at most 100 subscriptions; the next is refused with subscriptions_full", async () => {
+  await withWs({}, async (ctx, open) => {
+    const c = await open();
+    for (let i = 0; i < MAX_SUBSCRIPTIONS - 1; i++) c.send({ type: "subscribe", topic: `p${i}x*` });
+    for (let i = 0; i < MAX_SUBSCRIPTIONS - 1; i++) await c.expect("subscribed");
+    await subscribe(c, { topic: "last", group: "g" }); // consuming ones count too: the 100th
+    c.send({ type: "subscribe", topic: "one-more*" });
+    const err = await c.expect("error");
+    assertEquals(err.code, "subscriptions_full");
+    assertMatch(
+      err.detail,
+      /Cannot subscribe to "one-more\*": this socket holds 100 subscriptions/,
+    );
+    c.send({ type: "subscribe", topic: "one-more", group: "g" });
+    assertEquals((await c.expect("error")).code, "subscriptions_full");
+    await subscribe(c, { topic: "p1x*" }); // one it holds is confirmed again, not refused
+    c.send({ type: "unsubscribe", topic: "p0x*" });
+    await c.expect("unsubscribed");
+    await subscribe(c, { topic: "one-more*" }); // room again
+    await publish(ctx, "one-more-topic", "heard");
+    assertEquals((await c.expect("message")).message.payload_text, "heard");
+  });
+});
+
+Deno.test("ws: past BROKER_WS_MAX_SOCKETS_PER_KEY a key's next upgrade is 429 too_many_sockets", async () => {
+  const apiKeys = "key-one-aaaa:consume name=one,key-two-bbbb:consume name=two";
+  await withWs({ apiKeys, wsMaxSocketsPerKey: 2, wsMaxSockets: 3 }, async (ctx, open) => {
+    const first = await open("/ws?api_key=key-one-aaaa");
+    await open("/ws?api_key=key-one-aaaa");
+    const refused = await rawRequest(ctx.url, upgradeRequest("/ws?api_key=key-one-aaaa"));
+    assertRawProblem(refused, 429, "too_many_sockets");
+    assertMatch(
+      JSON.parse(refused.body).detail,
+      /API key "one" holds 2 open sockets, the most one key may/,
+    );
+    assertMatch(JSON.parse(refused.body).detail, /raise BROKER_WS_MAX_SOCKETS_PER_KEY/);
+    assert(Number(refused.headers.get("retry-after")) >= 1, "429 with Retry-After");
+    // Another key has its own count, up to the broker's total.
+    const other = await open("/ws?api_key=key-two-bbbb");
+    await subscribe(other, { topic: "still-served" });
+    const full = await rawRequest(ctx.url, upgradeRequest("/ws?api_key=key-two-bbbb"));
+    assertRawProblem(full, 429, "too_many_sockets");
+    assertMatch(
+      JSON.parse(full.body).detail,
+      /the broker holds 3 open sockets, the most it may \(BROKER_WS_MAX_SOCKETS\)/,
+    );
+    // A socket that closes gives its place back.
+    await first.close();
+    await eventuallyOpens(ctx.url, "/ws?api_key=key-one-aaaa");
+  });
+});
+
+Deno.test("ws: with auth off, BROKER_WS_MAX_SOCKETS_PER_KEY counts the sockets of one client address", async () => {
+  await withWs({ wsMaxSocketsPerKey: 1 }, async (ctx, open) => {
+    await open();
+    const refused = await rawRequest(ctx.url, upgradeRequest("/ws"));
+    assertRawProblem(refused, 429, "too_many_sockets");
+    assertMatch(
+      JSON.parse(refused.body).detail,
+      /client 127\.0\.0\.1 holds 1 open socket, the most one client address may/,
+    );
+  });
+});
+
+/** Opens a socket once the broker has counted a closed one out (its close is heard a turn later). */
+async function eventuallyOpens(base: string, path: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const res = await rawRequest(base, upgradeRequest(path));
+    if (res.status === 101) return;
+    assertRawProblem(res, 429, "too_many_sockets");
+  }
+  throw new Error(`${path} still refused after 100 tries`);
+}
