@@ -30,6 +30,7 @@ import { fetchSender, type Resolve } from "./net/webhook_sender.ts";
 import { EgressPolicy } from "./lib/push/egress.ts";
 import { exposedGc, IdleGc } from "./lib/memory/idle_gc.ts";
 import { RateLimiter } from "./lib/rate_limit.ts";
+import { OpenStreams } from "./lib/open_streams.ts";
 
 /** The broker and what production wires around it; tests get the same from startBroker(). */
 export interface Runtime {
@@ -39,6 +40,8 @@ export interface Runtime {
   keys: KeyRing;
   /** The keys' publish limits. */
   limiter: RateLimiter;
+  /** The SSE streams and WebSockets open under a key; `replaceKeys` ends the revoked ones. */
+  streams: OpenStreams;
   /** The certificate and key the broker serves HTTPS with; undefined: plain HTTP. */
   tls: TlsMaterial | undefined;
   /**
@@ -48,14 +51,18 @@ export interface Runtime {
   idle?: IdleGc;
 }
 
-/** Installs a new key list and its limits (SIGHUP); a worker gets the shared buckets too. */
+/**
+ * Installs a new key list and its limits (SIGHUP); a worker gets the shared buckets too. Then
+ * ends the open SSE streams and WebSockets whose key is gone or lost its route's scope.
+ */
 export function replaceKeys(
-  rt: Pick<Runtime, "keys" | "limiter">,
+  rt: Pick<Runtime, "keys" | "limiter" | "streams">,
   keys: ApiKey[],
   limits?: SharedArrayBuffer,
 ): void {
   rt.keys.replace(keys);
   rt.limiter.replace(rt.keys.keys, limits);
+  rt.streams.revoke(rt.keys.keys);
 }
 
 /** Auth is on when either key setting is set; a keys file with no keys then refuses everyone. */
@@ -296,7 +303,8 @@ export async function openRuntime(
       : undefined,
   });
   metrics.attach(broker);
-  return { broker, metrics, keys, limiter, tls, idle: idleGc(broker, log) };
+  const streams = new OpenStreams();
+  return { broker, metrics, keys, limiter, streams, tls, idle: idleGc(broker, log) };
 }
 
 function idleGc(broker: Broker, log: Logger): IdleGc | undefined {
@@ -399,6 +407,7 @@ export function appOptions(config: Config, log: Logger, rt: Runtime): AppOptions
   const opts: AppOptions = {
     log,
     metrics: rt.metrics,
+    streams: rt.streams,
     before: [],
     after: [metricsHook(rt.metrics)],
   };

@@ -112,6 +112,7 @@ export type {
 } from "./broker.ts";
 export type { PushHandle, PushSink } from "./push/consumer.ts";
 export type { FeedEvent, Unsubscribe } from "./feed.ts";
+export type { OpenStream, OpenStreams, Revoked } from "./open_streams.ts";
 export type { GroupFigures, TopicFigures } from "./stats.ts";
 export type { TopicCounters } from "./topic.ts";
 export type { RatePoint } from "./rates.ts";

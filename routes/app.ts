@@ -4,7 +4,7 @@
  * errors become problem responses.
  */
 
-import type { BrokerApi, MetricsSource } from "../lib/api.ts";
+import type { BrokerApi, MetricsSource, OpenStreams } from "../lib/api.ts";
 import { BrokerError } from "../lib/errors.ts";
 import type { Logger } from "../lib/log.ts";
 import { acceptsOf, checkQuery } from "./accepts.ts";
@@ -54,6 +54,8 @@ export interface AppOptions {
   routes?: Route[];
   /** With several workers: this worker's place, and how it asks the others (routes/shards.ts). */
   shards?: Shards;
+  /** Where SSE streams and WebSockets opened with a key are kept, so a key reload ends them. */
+  streams?: OpenStreams;
 }
 
 /**
@@ -132,6 +134,7 @@ export function createHandler(
           requestId,
           inFlight: inFlightNow,
           routes: router.routes,
+          streams: opts.streams,
           remote: info?.remoteAddr.transport === "tcp" ? info.remoteAddr.hostname : undefined,
         };
         let early: Response | undefined;

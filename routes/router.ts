@@ -4,7 +4,7 @@
  * may be missing (`/publish/`), so the handler can say which field.
  */
 
-import type { BrokerApi } from "../lib/api.ts";
+import type { BrokerApi, OpenStreams } from "../lib/api.ts";
 import { BrokerError } from "../lib/errors.ts";
 import type { Accepts } from "./accepts.ts";
 import type { Query } from "./http.ts";
@@ -42,6 +42,8 @@ export interface Ctx {
   caller?: Caller;
   /** What an admin action acted on when the path does not say (a topic named in the body). */
   subject?: string;
+  /** Open SSE streams and WebSockets by key, ended when their key is revoked (SIGHUP). */
+  streams?: OpenStreams;
   /** The client's address as the connection shows it (not a proxy's header); undefined: unknown. */
   remote?: string;
 }

@@ -6,7 +6,8 @@
  * after a restart (lib/feed.ts), with `event: reset` first when some of them have left
  * the topic. A reader that falls further behind than BROKER_STREAM_BUFFER gets `event: reset`
  * and is closed; drain and SIGTERM end every stream with `event: shutdown`, so that a client
- * waits for the restart and resumes instead of reporting a failure.
+ * waits for the restart and resumes instead of reporting a failure. A key reload (SIGHUP) that
+ * revokes the stream's key, or its `consume` scope, ends it with `event: revoked`.
  */
 
 import { feedDelivery, type FeedEvent, filterFn } from "../lib/api.ts";
@@ -18,6 +19,8 @@ import { messageText } from "./wire.ts";
 import { query, type RouteDoc } from "./route_doc.ts";
 import { schemaRef } from "../protocol/schemas.ts";
 
+/** The scope GET /stream needs; a stream whose key loses it ends at the next key reload. */
+const SCOPE = "consume";
 /** How often an idle stream gets a `: ping` comment (docs/api/sse.md: every 15 s). */
 export const PING_MS = 15_000;
 /** Events the response body may queue before the feed holds the rest (and, past its bound, resets). */
@@ -32,6 +35,11 @@ const SHUTDOWN = event({
   event: "shutdown",
   data: JSON.stringify({ reason: "the broker is stopping" }),
 });
+
+/** The data of `event: revoked`: why, and the code a new request with the key would get. */
+function revoked(code: string, detail: string): string {
+  return JSON.stringify({ reason: `${detail}: reconnect with a valid key`, code });
+}
 
 /** The sequence number a reconnecting reader saw last, if it sent one we can read. */
 function lastEventId(req: Request, ctx: Ctx): number | undefined | "unreadable" {
@@ -76,6 +84,7 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
     const filter = filterKey ? filterFn(filterKey, filterVal) : undefined;
     const last = lastEventId(req, ctx);
     let unsubscribe = () => {};
+    let unwatch = () => {};
     let ping: ReturnType<typeof setInterval> | undefined;
     let resume: (() => void) | undefined;
     let open = true;
@@ -98,6 +107,7 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
           open = false;
           clearInterval(ping);
           unsubscribe();
+          unwatch();
           resume?.();
           controller.close();
         };
@@ -152,6 +162,20 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
         unsubscribe = ctx.broker.feed.subscribe(topic, listen, {
           afterSeq: typeof last === "number" ? last : undefined,
         });
+        const caller = ctx.caller;
+        if (caller && ctx.streams) {
+          unwatch = ctx.streams.add({
+            digest: caller.digest,
+            scope: SCOPE,
+            end: ({ code, detail }) => {
+              flush();
+              if (open) {
+                controller.enqueue(event({ event: "revoked", data: revoked(code, detail) }));
+              }
+              end();
+            },
+          });
+        }
         ping = setInterval(() => {
           if (open && (controller.desiredSize ?? 1) > 0) controller.enqueue(PING);
         }, pingMs);
@@ -165,6 +189,7 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
         open = false;
         clearInterval(ping);
         unsubscribe();
+        unwatch();
         resume?.();
       },
     }, new CountQueuingStrategy({ highWaterMark: QUEUED_EVENTS }));
@@ -184,7 +209,7 @@ export function streamRoutes(opts: { pingMs?: number } = {}): Route[] {
       pattern: "/stream/:topic",
       shard: { topic: ["param:topic"] },
       cluster: "local",
-      scope: "consume",
+      scope: SCOPE,
       handler: stream,
       doc: STREAM_DOC,
     },
@@ -233,6 +258,24 @@ export const SSE_EVENT = {
     },
     {
       type: "object",
+      title: "revoked",
+      description: "The last event when a key reload (SIGHUP) revoked the stream's API key or " +
+        "its `consume` scope; a reconnect with that key is refused (401 or 403).",
+      properties: {
+        event: { const: "revoked" },
+        data: {
+          type: "object",
+          properties: {
+            reason: { type: "string" },
+            code: { enum: ["unauthorized", "forbidden"] },
+          },
+          required: ["reason", "code"],
+        },
+      },
+      required: ["event", "data"],
+    },
+    {
+      type: "object",
       title: "shutdown",
       description: "The last event when the broker is stopping (drain, SIGTERM): reconnect " +
         "with `Last-Event-ID` once it is back; nothing was missed.",
@@ -260,7 +303,8 @@ const STREAM_DOC: RouteDoc = {
     "then live ones; it starts with `event: reset` (with `missed`, how many, when known) only " +
     "when a message stored after that id has left the topic. A reader too far behind gets " +
     "`event: reset` and is closed. When the broker stops (drain, SIGTERM) every stream ends " +
-    "with `event: shutdown`: reconnect with `Last-Event-ID` once it is back. Browsers pass the " +
+    "with `event: shutdown`: reconnect with `Last-Event-ID` once it is back. A key reload that " +
+    "revokes the stream's key ends it with `event: revoked`. Browsers pass the " +
     "key as `?api_key=`.",
   tag: "Streams",
   params: [

@@ -9,7 +9,8 @@
  * make the broker hold is bounded by their number: BROKER_WS_MAX_SOCKETS in all and
  * BROKER_WS_MAX_SOCKETS_PER_KEY per API key (per client address with auth off), refused at the
  * upgrade; a frame over MAX_FRAME_BYTES closes its socket with 1009, and one socket holds at most
- * MAX_SUBSCRIPTIONS subscriptions.
+ * MAX_SUBSCRIPTIONS subscriptions. A key reload that revokes a socket's key (or its `consume`
+ * scope) closes it with 1008 (lib/open_streams.ts).
  */
 
 import {
@@ -17,6 +18,7 @@ import {
   feedDelivery,
   type FeedEvent,
   type Handed,
+  type OpenStreams,
   type PushHandle,
   type PushSink,
   type Unsubscribe,
@@ -46,6 +48,8 @@ export const DEFAULT_PREFETCH = 10;
 export const MAX_SUBSCRIPTIONS = 100;
 /** Close code for a frame over MAX_FRAME_BYTES (RFC 6455: Message Too Big). */
 const CLOSE_TOO_BIG = 1009;
+/** Close code for a socket whose key was revoked (RFC 6455: Policy Violation). */
+const CLOSE_REVOKED = 1008;
 /** Longest requeue reason kept, as on POST /requeue. */
 const MAX_REASON_CHARS = 1024;
 const DRAINING = "The broker is draining";
@@ -85,7 +89,7 @@ const WS_DOC: RouteDoc = {
     `but a frame over ${MAX_FRAME_BYTES / 1024} KiB closes it with 1009; a socket holds at most ` +
     `${MAX_SUBSCRIPTIONS} subscriptions. Past BROKER_WS_MAX_SOCKETS open sockets, or ` +
     "BROKER_WS_MAX_SOCKETS_PER_KEY for one key, the upgrade is answered 429 " +
-    "`too_many_sockets`. " +
+    "`too_many_sockets`; revoking the key (SIGHUP) closes its sockets with 1008. " +
     "The server pings after " +
     `${PING_INTERVAL_MS / 1000} s of silence and closes with 1001 on drain. A plain GET answers ` +
     "400. Browsers pass the key as `?api_key=`.",
@@ -176,6 +180,7 @@ function upgrade(req: Request, ctx: Ctx, pingMs: number, maxBuffered: number): R
     throw new BrokerError("bad_request", `Cannot upgrade to a WebSocket: ${(e as Error).message}`);
   }
   const session = new Session(up.socket, ctx.broker, sockets, holder, ctx.requestId, maxBuffered);
+  if (ctx.caller && ctx.streams) session.watchKey(ctx.streams, ctx.caller.digest);
   return up.response;
 }
 
@@ -192,6 +197,8 @@ class Session {
   readonly #spies = new Map<string, Spy>();
   readonly #consuming = new Map<string, Consuming>();
   #ended = false;
+  /** Forgets this socket in the open streams of its key (see watchKey). */
+  #unwatch = () => {};
 
   constructor(
     readonly socket: WebSocket,
@@ -205,6 +212,18 @@ class Session {
     sockets.held.set(holder, (sockets.held.get(holder) ?? 0) + 1);
     socket.addEventListener("message", (e) => this.#receive(e.data));
     socket.addEventListener("close", () => this.#end());
+  }
+
+  /** Closes the socket with 1008 once a key reload revokes its key or its scope. */
+  watchKey(streams: OpenStreams, digest: Uint8Array): void {
+    this.#unwatch = streams.add({
+      digest,
+      scope: SCOPE,
+      end: ({ code, detail }) => {
+        this.error(code, `${detail}: this socket is closed; reconnect with a valid key`);
+        this.close(CLOSE_REVOKED, detail);
+      },
+    });
   }
 
   send(frame: WsServerFrame): void {
@@ -434,6 +453,7 @@ class Session {
     const held = (this.sockets.held.get(this.holder) ?? 1) - 1;
     if (held > 0) this.sockets.held.set(this.holder, held);
     else this.sockets.held.delete(this.holder);
+    this.#unwatch();
     for (const spy of this.#spies.values()) spy.off();
     this.#spies.clear();
     for (const c of this.#consuming.values()) c.stop();
