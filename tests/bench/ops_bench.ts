@@ -18,6 +18,7 @@ import { acceptsOf, checkQuery } from "../../routes/accepts.ts";
 import { createHandler } from "../../routes/app.ts";
 import { Query } from "../../routes/http.ts";
 import { publishRoutes } from "../../routes/publish.ts";
+import { OpenStreams } from "../../lib/open_streams.ts";
 import { appOptions, type Runtime } from "../../runtime.ts";
 
 const KEY = "bench-key-0123456789abcdef";
@@ -33,6 +34,7 @@ async function handler(hooks: boolean) {
     metrics: new Metrics().attach(broker),
     keys: new KeyRing(parseKeyList(KEY)),
     limiter: new RateLimiter(),
+    streams: new OpenStreams(),
     tls: undefined,
   };
   return createHandler(broker, appOptions(config, silentLogger, rt));
