@@ -10,7 +10,7 @@
 import { owns, type Shard, type SharedFigures } from "./shard.ts";
 import { Alarm } from "./delivery/alarm.ts";
 import { Compactor } from "./storage/compactor.ts";
-import { type Config, VERSION } from "./config.ts";
+import { type Config, DLQ_SUFFIX, VERSION } from "./config.ts";
 import { Consumers } from "./delivery/consumers.ts";
 import { DataDirLock } from "./storage/data_dir_lock.ts";
 import type { BrokerContext, EffectiveSettings } from "./context.ts";
@@ -313,6 +313,7 @@ export class Broker implements BrokerContext {
   /** Creates a named group that receives messages published from now on; 409 if it exists. */
   createGroup(name: string, group: string): Promise<Group> {
     this.#gate();
+    this.#intact("create a group of", name);
     return groups.createGroup(this, name, group);
   }
 
@@ -324,6 +325,7 @@ export class Broker implements BrokerContext {
   /** Empties a topic (groups and settings stay) and shrinks its WAL file; returns how many went. */
   async purge(name: string): Promise<number> {
     this.#gate();
+    this.#intact("purge", name);
     checkName(name, "queue");
     const topic = this.#topics.find(name);
     if (!topic) throw new BrokerError("not_found", `Cannot purge "${name}": no such queue`);
@@ -365,17 +367,20 @@ export class Broker implements BrokerContext {
 
   publish(name: string, payload: Uint8Array, opts?: publishing.PublishOptions) {
     this.#gate();
+    this.#intact("publish to", name);
     return publishing.publish(this, name, payload, opts);
   }
 
   /** Stores many messages at once, all or nothing, with one WAL batch (publish_batch.ts). */
   publishBatch(name: string, items: readonly BatchItem[]) {
     this.#gate();
+    this.#intact("publish to", name);
     return publishBatch(this, name, items);
   }
 
   reserve(name: string, payloadBytes: number): () => void {
     this.#gate();
+    this.#intact("publish to", name);
     return publishing.reserve(this, name, payloadBytes);
   }
 
@@ -390,6 +395,7 @@ export class Broker implements BrokerContext {
     handOver: (messages: deliveries.Handed[]) => T = (m) => m as unknown as T,
   ): Promise<T> {
     this.#gate();
+    if (!opts.peek) this.#intact("consume from", name);
     return deliveries.consume(this, this.consumers, name, opts, (messages) => {
       // A long-poll ended by a drain or shutdown says so: the queue may well not be empty.
       if (!messages.length && this.draining) throw this.#stoppedWaiting(name);
@@ -412,22 +418,27 @@ export class Broker implements BrokerContext {
 
   ack(name: string, group: string, ids: string[]) {
     this.#gate();
+    this.#intact("ack in", name);
     return deliveries.ack(this, name, group, ids);
   }
 
   requeue(name: string, group: string, id: string, opts?: { delayMs?: number; reason?: string }) {
     this.#gate();
+    this.#intact("requeue in", name, name + DLQ_SUFFIX);
     return deliveries.requeue(this, name, group, id, opts);
   }
 
   touch(name: string, group: string, id: string, byMs?: number): number {
     this.#gate();
+    this.#intact("touch a message of", name);
     return deliveries.touch(this, name, group, id, byMs);
   }
 
   /** Moves `{topic}.dlq` back, all of it or only the messages `ids` names. */
   redrive(name: string, ids?: string[]) {
     this.#gate();
+    const base = name.endsWith(DLQ_SUFFIX) ? name.slice(0, -DLQ_SUFFIX.length) : name;
+    this.#intact("redrive", base, base + DLQ_SUFFIX);
     return redrive(this, name, ids);
   }
 
@@ -439,6 +450,7 @@ export class Broker implements BrokerContext {
   /** Makes an in-flight message ready again now, keeping its retry count. */
   release(name: string, group: string, id: string) {
     this.#gate();
+    this.#intact("release a message of", name);
     return deliveries.release(this, name, group, id);
   }
 
@@ -448,6 +460,7 @@ export class Broker implements BrokerContext {
    */
   pushConsumer(name: string, group: string, sink: PushSink): SinkConsumer {
     this.#gate();
+    this.#intact("consume from", name);
     const topic = this.getTopic(name);
     const g = this.getGroup(topic, group);
     const visibilityMs = this.effective(topic).visibilityMs;
@@ -457,6 +470,7 @@ export class Broker implements BrokerContext {
   /** Registers a webhook on a topic and starts pushing to it. */
   async registerWebhook(name: string, url: string, secret?: string): Promise<Webhook> {
     this.#gate();
+    this.#intact("register a webhook on", name);
     const refused = await this.#vet?.(url);
     if (refused) {
       throw new BrokerError(
@@ -641,6 +655,15 @@ export class Broker implements BrokerContext {
     if (this.cluster && !this.cluster.writable) {
       throw new BrokerError("electing", "This node does not lead the cluster now; retry");
     }
+  }
+
+  /**
+   * Refuses a change to the topics `names` (those that exist) once a log among them has failed
+   * (storage_failed, docs/operating.md "Disk"): checked before anything changes. Reads, peeks
+   * and deleting the topic go on.
+   */
+  #intact(action: string, ...names: string[]): void {
+    for (const name of names) this.#topics.find(name)?.assertIntact(action);
   }
 
   /** Stops accepting work, answers parked consumers, and flushes every WAL. */

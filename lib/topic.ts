@@ -6,6 +6,7 @@
 
 import { DLQ_SUFFIX } from "./config.ts";
 import { Departures } from "./departures.ts";
+import { BrokerError } from "./errors.ts";
 import { Group } from "./delivery/group.ts";
 import { Heap } from "./heap.ts";
 import { IdempotencyKeys, type SeenKey } from "./idempotency.ts";
@@ -121,6 +122,19 @@ export function isWebhookGroup(name: string): boolean {
 /** The default group's name. */
 export const DEFAULT_GROUP = "";
 
+/**
+ * The refusal of `action` on `topic` once its log has failed (docs/operating.md, "Disk"): what
+ * the log cannot record must not change the topic. The OS's words only, not the file's path.
+ */
+export function logFailedError(action: string, topic: string, cause: Error): BrokerError {
+  const reason = /^.*?\(os error \d+\)/.exec(cause.message)?.[0] ?? cause.message;
+  return new BrokerError(
+    "storage_failed",
+    `Cannot ${action} "${topic}": its log failed (${reason}); ` +
+      "the broker needs a restart on a healthy disk",
+  );
+}
+
 /** A topic as routes/ see it (lib/api.ts): its name and settings, nothing that changes it. */
 export type TopicView = Pick<Topic, "name" | "settings">;
 
@@ -187,16 +201,34 @@ export class Topic {
     return this.seq + 1;
   }
 
+  /** Throws storage_failed (logFailedError) once the topic's log has failed. */
+  assertIntact(action: string): void {
+    const failed = this.wal.failed;
+    if (failed) throw logFailedError(action, this.name, failed);
+  }
+
   /**
    * Encodes, appends and applies a record; resolves when it is durable. With `after`, the record
-   * reaches disk only once `after` has (see Wal.append).
+   * reaches disk only once `after` has (see Wal.append). Once the log has failed, nothing is
+   * applied and the answer rejects with storage_failed; a new message whose batch then fails
+   * the log leaves the topic again, so it is not delivered from memory alone.
    */
   commit(record: WalRecord, now: number, after?: Promise<unknown>): Promise<void> {
+    // As nats-server's filestore does: the sticky error first, before any change of state.
+    const failed = this.wal.failed;
+    if (failed) {
+      const refused = Promise.reject(logFailedError("write to", this.name, failed));
+      refused.catch(() => {}); // callers that never await must not crash the process
+      return refused;
+    }
     const generation = this.wal.generation;
     const { durable, size, payloadOffset } = this.wal.append(record, after);
     this.#applied = undefined;
     this.apply(record, now, size);
     const msg = this.#applied as StoredMessage | undefined; // set by the apply() of a PUBLISH
+    const fresh = record.type === RecordType.Publish && !record.merge ? msg : undefined;
+    const answer = durable.catch((e) => this.#refused(e, fresh));
+    answer.catch(() => {}); // as Wal.append's: callers that never await must not crash the process
     if (
       msg && !msg.onDisk && payloadOffset !== undefined && record.type === RecordType.Publish &&
       (this.memory.cache.bounded || record.payload.length >= this.diskPayloadMin)
@@ -204,7 +236,7 @@ export class Topic {
       // Once durable, the payload is in the file too, at payloadOffset of this generation.
       durable.then(() => this.#durable(msg, generation, payloadOffset), () => {});
     }
-    return durable;
+    return answer;
   }
 
   /**
@@ -218,6 +250,18 @@ export class Topic {
     if (msg.payloadBytes >= this.diskPayloadMin) return this.#move(msg, at);
     msg.locate(at);
     this.memory.cache.add(this, msg);
+  }
+
+  /**
+   * A record did not become durable. When the log failed, the appender hears storage_failed,
+   * and a new message the record made leaves memory: it is not delivered from memory alone. A
+   * refusal of another kind (a replica's quorum) is passed on as it is, and the message stays.
+   */
+  #refused(e: unknown, fresh: StoredMessage | undefined): never {
+    const failed = this.wal.failed;
+    if (!failed || e instanceof BrokerError) throw e;
+    if (fresh && this.messages.get(fresh.id) === fresh) this.#drop(fresh);
+    throw logFailedError("write to", this.name, failed);
   }
 
   /** The payload cache is full: a payload still held goes to its file. */

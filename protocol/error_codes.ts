@@ -27,6 +27,8 @@ export const ERROR_CODES = [
   "draining",
   "electing",
   "unavailable",
+  "storage_failed",
+  "disk_full",
   "internal",
 ] as const;
 

@@ -32,6 +32,8 @@ const STATUS: Record<ErrorCode, number> = {
   draining: 503,
   electing: 503,
   unavailable: 503,
+  storage_failed: 503,
+  disk_full: 507,
 };
 
 const TITLE: Record<number, string> = {
@@ -45,6 +47,7 @@ const TITLE: Record<number, string> = {
   429: "Too Many Requests",
   500: "Internal Server Error",
   503: "Service Unavailable",
+  507: "Insufficient Storage",
 };
 
 /** The HTTP status a problem code is answered with. */
@@ -69,7 +72,7 @@ export function problem(
     "x-request-id": requestId,
     ...headers,
   };
-  if (status === 429 || status === 503) {
+  if (status === 429 || status === 503 || status === 507) {
     h["retry-after"] ??= String(err.retryAfterSeconds ?? RETRY_AFTER_SECONDS);
   }
   if (status === 401) h["www-authenticate"] ??= 'Bearer realm="ferry"';

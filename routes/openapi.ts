@@ -54,6 +54,8 @@ const CODE_MEANING: Record<ErrorCode, string> = {
   draining: "the broker is draining (after POST /api/drain or SIGTERM)",
   electing: "cluster mode: no leader is elected yet",
   unavailable: "the service cannot do it now",
+  storage_failed: "the topic's log failed on disk; it changes no more until a restart",
+  disk_full: "the data directory's free space is below BROKER_DISK_FREE_LIMIT: publishes wait",
   internal: "an unexpected error; logged with the request id, never shown",
 };
 

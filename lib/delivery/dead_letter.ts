@@ -37,6 +37,14 @@ export function deadLetter(
   reason: string | undefined,
   now: number,
 ): Promise<unknown> {
+  // A failed log on either side refuses the move before anything changes: the removal is gated
+  // on the copy, and a copy refused would fail the source's log too.
+  try {
+    dlq.assertIntact("dead-letter into");
+    source.assertIntact("dead-letter from");
+  } catch (e) {
+    return Promise.reject(e);
+  }
   const msg = d.msg;
   const moved = dlq.commit({
     type: RecordType.Publish,

@@ -93,6 +93,9 @@ export function take(
   now: number,
   maxBytes = MAX_ANSWER_PAYLOAD_BYTES,
 ): Delivery[] {
+  // A topic whose log failed hands nothing out: its ack could not be recorded (Broker refuses
+  // consumes; this stops consumers parked before the failure, and webhooks, too).
+  if (!spec.peek && topic.wal.failed) return [];
   const taken = g.take(
     spec.limit,
     spec.filter,

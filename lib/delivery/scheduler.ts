@@ -7,6 +7,7 @@
  */
 
 import type { Compactor } from "../storage/compactor.ts";
+import { DLQ_SUFFIX } from "../config.ts";
 import type { Consumers } from "./consumers.ts";
 import type { BrokerContext } from "../context.ts";
 import { leaseEnded } from "./deliveries.ts";
@@ -52,8 +53,18 @@ export class Scheduler {
    */
   nextDue(leases: boolean): number {
     let due = this.consumers.nextDeadline();
-    for (const topic of this.topics()) due = Math.min(due, topic.nextDue(leases));
+    for (const topic of this.topics()) {
+      due = Math.min(due, topic.nextDue(leases && this.#recordable(topic)));
+    }
     return due;
+  }
+
+  /**
+   * Whether a lease end of `topic` can be recorded: not once its log or its dead-letter queue's
+   * has failed (the lease stays as it is, rather than being tried again at every sweep).
+   */
+  #recordable(topic: Topic): boolean {
+    return !topic.wal.failed && !this.ctx.findTopic(topic.name + DLQ_SUFFIX)?.wal.failed;
   }
 
   #eachTopic(now: number, work: (topic: Topic) => void): void {
@@ -69,6 +80,7 @@ export class Scheduler {
 
   /** Leases that ended become REQUEUE records or dead-letter moves. */
   #leaseEnds(topic: Topic, now: number): void {
+    if (!this.#recordable(topic)) return;
     for (const g of topic.groups.values()) {
       for (const d of g.endedLeases(now)) leaseEnded(this.ctx, topic, g, d, now);
     }

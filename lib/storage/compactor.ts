@@ -37,7 +37,8 @@ export class Compactor {
 
   /** Starts a compaction of `topic` when it is due (called by the sweep). */
   maybeCompact(topic: Topic, now: number): void {
-    if (this.#compacting.has(topic)) return;
+    // A failed log refuses compaction for good: trying again each second would only log.
+    if (this.#compacting.has(topic) || topic.wal.failed) return;
     if (!this.#oversized(topic)) {
       this.#againAt.delete(topic); // in proportion again: nothing to retry
       return;

@@ -6,6 +6,10 @@ import { assert, assertEquals, assertRejects } from "../_support/assert.ts";
 import { Broker } from "../../lib/broker.ts";
 import { type Config, defaultConfig } from "../../lib/config.ts";
 import { publishThroughCompaction } from "./_broker.ts";
+import type { BrokerError } from "../../lib/errors.ts";
+import { silentLogger } from "../../lib/log.ts";
+import { FileWal } from "../../lib/storage/file_wal.ts";
+import { statusOf } from "../../routes/http.ts";
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (m: { payload_text?: string }) => m.payload_text;
@@ -290,4 +294,41 @@ Deno.test("Broker reads payloads kept on disk right, across compactions racing p
   for (const m of held) assertEquals(m.payload_text, sent.get(m.id));
   await again.broker.close();
   await Deno.remove(t.dir, { recursive: true });
+});
+
+Deno.test("Broker.publish() once its topic's log failed: storage_failed, nothing held, nothing delivered", async () => {
+  const { broker, dir } = await open();
+  try {
+    await broker.publish("orders", bytes("kept"));
+    const topic = broker.findTopic("orders")!;
+    // As wal_contract_test's `broken` log: the next write finds no file to open.
+    topic.wal = new FileWal(`${dir}/missing/orders.wal`, dir, 0, {
+      fsync: "always",
+      log: silentLogger,
+    });
+    const lost = await assertRejects(() => broker.publish("orders", bytes("lost")));
+    assertEquals((lost as BrokerError).code, "storage_failed", lost.message);
+    const refused = await assertRejects(async () =>
+      await broker.publish("orders", bytes("refused"))
+    );
+    assertEquals((refused as BrokerError).code, "storage_failed");
+    assert(refused.message.startsWith('Cannot publish to "orders": its log failed ('));
+    assertEquals(statusOf((refused as BrokerError).code), 503);
+    const batch = await assertRejects(async () =>
+      await broker.publishBatch("orders", [{ payload: bytes("b") }])
+    );
+    assertEquals((batch as BrokerError).code, "storage_failed");
+
+    assertEquals(topic.messages.size, 1, "only what was durable before the failure");
+    assertEquals(wire(broker.peek("orders")).map(text), [
+      "kept",
+    ]);
+    const consumed = await assertRejects(async () => await broker.consume("orders"));
+    assertEquals((consumed as BrokerError).code, "storage_failed");
+    assertEquals(topic.defaultGroup.inFlightCount, 0, "nothing handed out");
+    assertEquals(broker.healthy, false);
+  } finally {
+    await broker.close();
+    await Deno.remove(dir, { recursive: true });
+  }
 });

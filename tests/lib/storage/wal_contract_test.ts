@@ -25,6 +25,8 @@ import { replicatedOpenWal } from "../../../lib/cluster/replicated_wal.ts";
 import { type ReplicaLink, Replicator } from "../../../lib/cluster/replicator.ts";
 import { decodeMessage } from "../../../lib/cluster/replica_stream.ts";
 import { publishRecord } from "../_broker.ts";
+import type { BrokerError } from "../../../lib/errors.ts";
+import { Topic, topicSettings } from "../../../lib/topic.ts";
 
 /** One log under test, and what the test may look at besides the `Wal` interface. */
 interface Subject {
@@ -421,6 +423,40 @@ for (const impl of IMPLEMENTATIONS) {
         await first.durable;
         await s.wal.append(key(2)).durable;
         assertEquals(s.wal.failed, undefined);
+      }
+      await s.dispose();
+    },
+  );
+
+  t(
+    `a Topic over a failed log: messages of the failed batch leave, later records are refused before they apply (storage_failed)${
+      memory("never fails: every record applies")
+    }`,
+    async () => {
+      const s = await impl.open({ broken: true });
+      const topic = new Topic("t", topicSettings({}, 0), s.wal);
+      // Two records queued in one turn: the batch that fails holds both.
+      const first = topic.commit(publish(1, "lost"), 0);
+      const second = topic.commit(publish(2, "lost too"), 0);
+      assertEquals(topic.messages.size, 2, "applied in the turn of the append");
+      if (impl.file) {
+        for (const p of [first, second]) {
+          const e = await assertRejects(() => within(p));
+          assertEquals((e as BrokerError).code, "storage_failed", e.message);
+        }
+        assertEquals(topic.messages.size, 0, "what never reached the disk is not held");
+        assertEquals(topic.defaultGroup.readyCount, 0, "nor offered");
+        const refused = topic.commit(publish(3, "refused"), 0);
+        assertEquals(topic.messages.size, 0, "refused before any change");
+        assertEquals(topic.seq, 2, "no sequence number taken");
+        const e = await assertRejects(() => within(refused));
+        assertEquals((e as BrokerError).code, "storage_failed");
+        assert(e.message.startsWith('Cannot write to "t": its log failed ('), e.message);
+        assertEquals(topic.messages.size, 0);
+      } else {
+        await first;
+        await second;
+        assertEquals(topic.messages.size, 2);
       }
       await s.dispose();
     },
