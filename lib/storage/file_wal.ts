@@ -7,7 +7,9 @@
  * Group commit: append() queues a frame and hands back the promise of its batch. One flush at a
  * time takes every queued frame, writes them with one write and (fsync=always) one fdatasync,
  * then resolves the batch; frames queued meanwhile form the next batch. A failed flush fails
- * every later append too, on purpose: the broker then reports itself unhealthy.
+ * every later append too, on purpose: the broker then reports itself unhealthy. A write that
+ * found the disk full (ENOSPC) is the exception: nothing of it counts, and its batches wait and
+ * are written again once there is room (docs/operating.md, "Disk").
  */
 
 import { concat } from "../bytes.ts";
@@ -69,6 +71,8 @@ export interface WalOptions {
   replayed?: PayloadFile;
   /** Hears the records of each batch right after it is durable (see DurableHook). */
   onDurable?: DurableHook;
+  /** Hears that a write found the disk full (the broker's disk alarm checks at once). */
+  onNoSpace?: () => void;
 }
 
 /** An append a failed or closed log refuses: nothing is written, and `durable` rejects. */
@@ -102,6 +106,15 @@ const SPARES = 2;
 /** Longest wait between attempts to open a WAL file while no descriptor is free. */
 const OPEN_RETRY_MAX_MS = 5_000;
 
+/** First and longest wait before writing again batches that found the disk full. */
+const NO_SPACE_RETRY_MIN_MS = 50;
+const NO_SPACE_RETRY_MAX_MS = 1_000;
+
+/** Whether an error is the file system out of space (ENOSPC). */
+function noSpace(e: unknown): boolean {
+  return e instanceof Error && /\(os error 28\)/.test(e.message);
+}
+
 /** Whether an error is the process or the system out of file descriptors (EMFILE, ENFILE). */
 function outOfDescriptors(e: unknown): boolean {
   return e instanceof Error && /\(os error 2[34]\)/.test(e.message);
@@ -131,6 +144,15 @@ export class FileWal implements Wal {
   /** BROKER_FSYNC=interval: the fsync due FSYNC_INTERVAL_MS after the first unsynced write. */
   #timer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
+  /** close() has begun: batches that find the disk full fail rather than wait. */
+  #stopping = false;
+  /** The disk was full: the next attempt to write, and the wait before it. */
+  #retry: ReturnType<typeof setTimeout> | undefined;
+  #retryMs = 0;
+  /** The error of the write that found the disk full, while its records wait. */
+  #noSpaceError: Error | undefined;
+  /** Rejected when a wait for room begins: barrier() does not wait through one. */
+  #onStall: Deferred | undefined;
   #compacting: Promise<void> | undefined;
   #spares: Uint8Array[] = [];
   /** File offset of the next write: the end of the log. */
@@ -171,7 +193,9 @@ export class FileWal implements Wal {
     if (this.#capture) this.#capture.push(batch.buf.slice(at, batch.bytes));
     if (this.opts.onDurable) (batch.records ??= []).push(record);
     this.bytes += size;
-    if (!this.#flushing && !this.#held) this.#flushing = this.#flushLoop();
+    if (!this.#flushing && !this.#held && this.#retry === undefined) {
+      this.#flushing = this.#flushLoop();
+    }
     return {
       durable: batch.done.promise,
       size,
@@ -206,8 +230,9 @@ export class FileWal implements Wal {
 
   barrier(): Promise<void> {
     if (this.failed) return Promise.reject(this.failed);
+    if (this.#retry !== undefined) return Promise.reject(this.#noSpaceError);
     const last = this.#queue[this.#queue.length - 1];
-    if (last) return last.done.promise;
+    if (last) return Promise.race([last.done.promise, (this.#onStall ??= deferred()).promise]);
     if (!this.#flushing) return RESOLVED;
     return this.#flushing.then(() => this.barrier());
   }
@@ -289,10 +314,12 @@ export class FileWal implements Wal {
         let n = 1;
         while (n < this.#queue.length && !this.#queue[n]!.gate) n++;
         const taken = this.#queue.splice(0, n);
+        let written = false;
         try {
           const data = joinBatches(taken);
           if (data.length <= INLINE_WRITE_MAX_BYTES) writeAllNow(file, data);
           else await writeAll(file, data);
+          written = true;
           this.#end += data.length;
           if (this.opts.fsync === "always") {
             const t0 = performance.now();
@@ -305,8 +332,15 @@ export class FileWal implements Wal {
             this.#syncSoon();
           }
         } catch (e) {
+          // An fsync that failed is never tried again: the kernel may have dropped its pages.
+          if (!written && noSpace(e) && await this.#noSpace(file, taken, e as Error)) return;
           this.#fail(e as Error, taken);
           return;
+        }
+        if (this.#retryMs) {
+          this.#retryMs = 0;
+          this.#noSpaceError = undefined;
+          this.opts.log.info("WAL writes resumed: the disk has room again", { path: this.path });
         }
         this.#recycle(taken);
         this.#resolve(taken);
@@ -314,6 +348,45 @@ export class FileWal implements Wal {
     } finally {
       this.#flushing = undefined;
     }
+  }
+
+  /**
+   * A write found the disk full: nothing of it counts. The file is cut back to the log's end and
+   * the batches go back to the head of the queue, to be written again after a wait that doubles
+   * (or by a compaction, which takes the queue). False, and the log fails, when the cut fails or
+   * the log is closing.
+   */
+  async #noSpace(file: Deno.FsFile, taken: Batch[], e: Error): Promise<boolean> {
+    if (this.#stopping) return false;
+    try {
+      await file.truncate(this.#end);
+      file.seekSync(this.#end, Deno.SeekMode.Start);
+    } catch {
+      return false;
+    }
+    this.#zero.reset(this.#end);
+    this.#queue = [...taken, ...this.#queue];
+    if (this.#retryMs === 0) {
+      this.opts.log.warn("WAL write found the disk full; its records wait for room", {
+        path: this.path,
+        error: e,
+      });
+    }
+    this.#retryMs = Math.min(
+      Math.max(this.#retryMs * 2, NO_SPACE_RETRY_MIN_MS),
+      NO_SPACE_RETRY_MAX_MS,
+    );
+    this.opts.onNoSpace?.();
+    this.#noSpaceError = e;
+    this.#onStall?.reject(e);
+    this.#onStall = undefined;
+    this.#retry = setTimeout(() => {
+      this.#retry = undefined;
+      if (this.#queue.length && !this.#flushing && !this.#held && !this.failed) {
+        this.#flushing = this.#flushLoop();
+      }
+    }, this.#retryMs);
+    return true;
   }
 
   /** Batches are durable: the hook hears their records, then their appenders. */
@@ -463,7 +536,16 @@ export class FileWal implements Wal {
 
   async close(): Promise<void> {
     if (this.#closed) return;
+    this.#stopping = true;
     await this.#compacting?.catch(() => {});
+    if (this.#retry !== undefined) {
+      // Waiting for room: one last attempt, which fails what still finds the disk full.
+      clearTimeout(this.#retry);
+      this.#retry = undefined;
+      if (this.#queue.length && !this.#flushing && !this.failed) {
+        this.#flushing = this.#flushLoop();
+      }
+    }
     while (this.#flushing) await this.#flushing;
     this.#closed = true;
     if (this.#timer !== undefined) clearTimeout(this.#timer);

@@ -86,7 +86,8 @@ export interface Wal {
   readonly bytes: number;
   /**
    * The error that failed the log for good (a write, fsync or open that failed), or undefined.
-   * Once set, append's `durable`, barrier() and compact() reject with it.
+   * Once set, append's `durable`, barrier() and compact() reject with it. A write that found the
+   * disk full (ENOSPC) does not fail a FileWal: its records wait until there is room.
    */
   readonly failed: Error | undefined;
   /**
@@ -104,7 +105,8 @@ export interface Wal {
   append(record: WalRecord, after?: Promise<unknown>, frame?: boolean): Appended;
   /**
    * Resolves once everything appended so far is durable (for a replicated log on a leader: on
-   * its disk and with a quorum of followers); at once when nothing is pending.
+   * its disk and with a quorum of followers); at once when nothing is pending. A FileWal whose
+   * records wait for disk room rejects it with the write's error rather than wait.
    */
   barrier(): Promise<void>;
   /**

@@ -3,6 +3,8 @@ import { Logger, silentLogger } from "../../../lib/log.ts";
 import { FileWal } from "../../../lib/storage/file_wal.ts";
 import { replayFile } from "../../../lib/storage/replay.ts";
 import { encodeRecord, RecordType, type WalRecord } from "../../../lib/storage/record.ts";
+import { fillUp, mountTmpfs, TMPFS_MOUNTS, unmountTmpfs } from "../../_support/tmpfs.ts";
+import { publishRecord } from "../_broker.ts";
 
 function key(seq: number): WalRecord {
   return { type: RecordType.Key, seq, key: `k${seq}`, id: `id${seq}`, at: seq };
@@ -196,4 +198,43 @@ Deno.test("FileWal.compact() starts the new file without zeros, and fills it onc
     Array.from({ length: 101 }, (_, i) => 100 + i),
   );
   await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test({
+  name: "FileWal: a write that finds the disk full (ENOSPC) does not fail the log; its records " +
+    "wait and are written once there is room",
+  ignore: !TMPFS_MOUNTS,
+  async fn() {
+    const mnt = await mountTmpfs("1m");
+    assert(mnt, "mount -t tmpfs is not permitted here");
+    try {
+      const path = `${mnt}/t.wal`;
+      let heard!: () => void;
+      const noSpace = new Promise<void>((res) => heard = res);
+      const wal = new FileWal(path, mnt, 0, {
+        fsync: "always",
+        log: silentLogger,
+        onNoSpace: () => heard(),
+      });
+      await wal.append(key(1)).durable;
+      await fillUp(`${mnt}/filler`);
+      // Larger than what the file's last page has left: it needs new pages.
+      const big = publishRecord({ nextSeq: () => 2 }, "m2", "x".repeat(64 * 1024));
+      let durable = false;
+      const waiting = wal.append(big).durable.then(() => durable = true);
+      await noSpace;
+      assertEquals([wal.failed, durable], [undefined, false], "waiting, not failed");
+      const e = await wal.barrier().then(() => undefined, (e) => e);
+      assert(/os error 28/.test(String(e)), `barrier() does not wait through it: ${e}`);
+      await Deno.remove(`${mnt}/filler`);
+      await waiting;
+      await wal.append(key(3)).durable;
+      await wal.close();
+      const { seen, result } = await replayAll(path);
+      assertEquals(seen, [1, 2, 3]);
+      assertEquals(result.cut, undefined, "no torn write was left in the file");
+    } finally {
+      await unmountTmpfs(mnt!);
+    }
+  },
 });
