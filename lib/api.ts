@@ -11,6 +11,7 @@ import type { Broker } from "./broker.ts";
 import type { Group } from "./delivery/group.ts";
 import type { Feed } from "./feed.ts";
 import type { MemoryBudget } from "./memory/budget.ts";
+import type { DiskAlarm } from "./storage/disk_alarm.ts";
 import type { PushHandle, PushSink } from "./push/consumer.ts";
 import type { ReplicaLink } from "./cluster/replicator.ts";
 import type { ReplicaHandle } from "./broker.ts";
@@ -76,6 +77,8 @@ export interface BrokerApi extends Pick<Broker, Verbs> {
   readonly feed: Pick<Feed, "subscribe">;
   /** The memory budget's figures, for /api/stats. */
   readonly memory: Pick<MemoryBudget, "held" | "budget" | "drainRate">;
+  /** The disk alarm's figures, for /healthz and /api/stats; undefined: no alarm. */
+  readonly disk: Pick<DiskAlarm, "alarm" | "freeBytes" | "limitBytes"> | undefined;
   /** This node's role and term in its cluster; undefined when standalone. */
   readonly cluster:
     | Pick<ClusterState, "role" | "term" | "writable" | "route" | "assertLeads">
@@ -97,7 +100,7 @@ export interface BrokerApi extends Pick<Broker, Verbs> {
 /** What /metrics reads of the broker at scrape time: figures and counters, nothing it changes. */
 export type MetricsSource = Pick<
   Broker,
-  "memory" | "feed" | "pushers" | "cluster" | "replicator" | "stats" | "now"
+  "memory" | "disk" | "feed" | "pushers" | "cluster" | "replicator" | "stats" | "now"
 >;
 
 export type {

@@ -13,6 +13,7 @@ import { Compactor } from "./storage/compactor.ts";
 import { type Config, DLQ_SUFFIX, VERSION } from "./config.ts";
 import { Consumers } from "./delivery/consumers.ts";
 import { DataDirLock } from "./storage/data_dir_lock.ts";
+import { DiskAlarm } from "./storage/disk_alarm.ts";
 import type { BrokerContext, EffectiveSettings } from "./context.ts";
 import * as deliveries from "./delivery/deliveries.ts";
 import * as groups from "./delivery/group_lifecycle.ts";
@@ -130,6 +131,8 @@ export class Broker implements BrokerContext {
   /** The webhooks' pushers, when the broker was given a way to send. */
   readonly pushers: Pushers | undefined;
   draining = false;
+  /** The data directory's free space against BROKER_DISK_FREE_LIMIT; none with `:memory:` or 0. */
+  readonly disk: DiskAlarm | undefined;
   /** Rings the sweep at the earliest deadline (alarm.ts); idle unless `tick`. */
   readonly #alarm: Alarm;
   #closed = false;
@@ -152,7 +155,11 @@ export class Broker implements BrokerContext {
     // Without a file every payload stays in memory: there is nowhere else to read it from.
     const cache = config.dataDir === ":memory:" ? Infinity : config.payloadCacheBytes;
     this.memory = new MemoryBudget(config.maxMemoryBytes, cache, opts.shard?.figures);
-    const openWal = opts.openWal ?? defaultOpenWal(config, this.log, opts.onFsync);
+    this.disk = config.dataDir === ":memory:" || config.diskFreeLimitBytes === 0
+      ? undefined
+      : new DiskAlarm(config.dataDir, config.diskFreeLimitBytes, this.log);
+    const openWal = opts.openWal ??
+      defaultOpenWal(config, this.log, opts.onFsync, () => void this.disk?.check());
     this.#alarm = new Alarm(this.now, (now) => this.#rung(now));
     // Every WAL's durable records feed the subscribers, and writes ask for a compaction check.
     // In a cluster they also ship their appends through the replicator while this node leads.
@@ -243,7 +250,11 @@ export class Broker implements BrokerContext {
         if (!b.cluster) { for (const t of topics) b.pushers?.sync(t); }
         b.recovery = report;
       }
-      if (opts.tick ?? !opts.clock) b.#alarm.start();
+      await b.disk?.check();
+      if (opts.tick ?? !opts.clock) {
+        b.#alarm.start();
+        b.disk?.start();
+      }
       return b;
     } catch (e) {
       await lock?.release();
@@ -368,6 +379,8 @@ export class Broker implements BrokerContext {
   publish(name: string, payload: Uint8Array, opts?: publishing.PublishOptions) {
     this.#gate();
     this.#intact("publish to", name);
+    this.disk?.assertRoom(name);
+    this.disk?.spend(payload.length);
     return publishing.publish(this, name, payload, opts);
   }
 
@@ -375,12 +388,15 @@ export class Broker implements BrokerContext {
   publishBatch(name: string, items: readonly BatchItem[]) {
     this.#gate();
     this.#intact("publish to", name);
+    this.disk?.assertRoom(name);
+    if (this.disk) { for (const item of items) this.disk.spend(item.payload.length); }
     return publishBatch(this, name, items);
   }
 
   reserve(name: string, payloadBytes: number): () => void {
     this.#gate();
     this.#intact("publish to", name);
+    this.disk?.assertRoom(name);
     return publishing.reserve(this, name, payloadBytes);
   }
 
@@ -439,6 +455,7 @@ export class Broker implements BrokerContext {
     this.#gate();
     const base = name.endsWith(DLQ_SUFFIX) ? name.slice(0, -DLQ_SUFFIX.length) : name;
     this.#intact("redrive", base, base + DLQ_SUFFIX);
+    this.disk?.assertRoom(base, "redrive"); // a redrive writes every payload again
     return redrive(this, name, ids);
   }
 
@@ -684,6 +701,7 @@ export class Broker implements BrokerContext {
     this.#closed = true;
     this.draining = true;
     this.#alarm.stop();
+    this.disk?.stop();
     this.consumers.releaseAll();
     this.feed.closeAll();
     this.#drained();

@@ -90,6 +90,8 @@ export interface Config {
   diskPayloadMinBytes: number;
   /** Bytes of recent durable payloads kept in memory; older ones are read from the WAL file. */
   payloadCacheBytes: number;
+  /** Free bytes the data dir's file system keeps; below them publishes get 507 (0: no alarm). */
+  diskFreeLimitBytes: number;
   /** Recent messages a streamed topic keeps for resume (SSE Last-Event-ID). */
   streamBuffer: number;
   /** Open WebSockets the broker holds at most, all workers together (docs/api/websocket.md). */
@@ -367,6 +369,20 @@ export const SETTINGS: readonly Setting[] = [
     def: "8MiB",
     help: "recent payloads kept in memory once durable; older ones are read from the WAL file",
     apply: (c, v) => c.payloadCacheBytes = size("BROKER_PAYLOAD_CACHE", v),
+  },
+  {
+    env: "BROKER_DISK_FREE_LIMIT",
+    flag: "--disk-free-limit",
+    def: "256MiB",
+    help: "free space the data directory's disk keeps; below it publishes get 507 disk_full " +
+      "while consumers and acks go on (0: no alarm)",
+    apply: (c, v) => {
+      const n = v === "0" ? 0 : byteSize(v);
+      if (n === undefined) {
+        throw new Error(`BROKER_DISK_FREE_LIMIT must be a size like 512MiB, 1GiB or 0, got "${v}"`);
+      }
+      c.diskFreeLimitBytes = n;
+    },
   },
   {
     env: "BROKER_STREAM_BUFFER",

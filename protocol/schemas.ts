@@ -317,6 +317,16 @@ export const SCHEMAS = {
         },
         required: ["held_bytes", "budget_bytes", "drain_bytes_per_second"],
       },
+      disk: {
+        type: "object",
+        description: "The disk alarm; absent with `:memory:` or BROKER_DISK_FREE_LIMIT=0.",
+        properties: {
+          free_bytes: { type: ["integer", "null"], minimum: 0 },
+          limit_bytes: count,
+          alarm: { type: "boolean", description: "True while publishes get 507 disk_full." },
+        },
+        required: ["free_bytes", "limit_bytes", "alarm"],
+      },
       topics: {
         type: "object",
         additionalProperties: {
@@ -340,6 +350,11 @@ export const SCHEMAS = {
       uptime_seconds: { ...count, description: "Present when `status` is ok." },
       cluster_role: { ...role, description: "Cluster mode only." },
       cluster_term: { ...count, description: "Cluster mode only." },
+      disk_alarm: {
+        type: "boolean",
+        description:
+          "Present (true) while the disk alarm refuses publishes (507); status stays ok.",
+      },
     },
     required: ["status"],
   },

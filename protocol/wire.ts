@@ -269,7 +269,17 @@ export interface StatsJson {
     expired: number;
   };
   memory: { held_bytes: number; budget_bytes: number; drain_bytes_per_second: number };
+  /** The disk alarm (docs/operating.md "Disk"); absent with `:memory:` or no limit. */
+  disk?: DiskJson;
   topics: Record<string, GroupStats & { held_bytes: number; groups: Record<string, GroupStats> }>;
+}
+
+/** The data directory's free space against BROKER_DISK_FREE_LIMIT; `free_bytes` null: unknown. */
+export interface DiskJson {
+  free_bytes: number | null;
+  limit_bytes: number;
+  /** True while publishes are refused (507 disk_full). */
+  alarm: boolean;
 }
 
 /** GET /healthz. */
@@ -277,6 +287,8 @@ export interface HealthJson {
   status: "ok" | "draining" | "error" | "electing";
   version?: string;
   uptime_seconds?: number;
+  /** Present, true, while the disk alarm refuses publishes; the node still serves (status ok). */
+  disk_alarm?: boolean;
   cluster_role?: "leader" | "follower" | "candidate";
   cluster_term?: number;
 }

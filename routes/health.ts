@@ -20,6 +20,8 @@ function healthz(_req: Request, ctx: Ctx): Response {
       status: "ok",
       version: broker.version,
       uptime_seconds: Math.floor((broker.now() - broker.startedAt) / 1000),
+      // A full disk refuses publishes only: the node stays in service so consumers can drain it.
+      ...(broker.disk?.alarm ? { disk_alarm: true } : {}),
       ...cluster,
     } satisfies HealthJson,
   );
@@ -36,7 +38,9 @@ const HEALTH_DOC: RouteDoc = {
   operationId: "health",
   summary: "Health",
   description: "200 while the broker serves; 503 while it drains, after a failed disk write, " +
-    "or (cluster mode) while no leader is known. Served while draining.",
+    "or (cluster mode) while no leader is known. Served while draining. `disk_alarm: true` is " +
+    "added while the data directory is below BROKER_DISK_FREE_LIMIT: publishes are refused " +
+    "(507) but the node stays 200, so that consumers can drain it.",
   tag: "Operations",
   ok: {
     200: jsonAnswer("Healthy: `status` ok.", "Health"),

@@ -193,6 +193,36 @@ export class Metrics {
         if (b) this.set(b.memory.budget);
       },
     });
+    new Gauge({
+      name: "ferry_disk_free_bytes",
+      help: "Free bytes of the data directory's file system at the last check",
+      registers,
+      collect() {
+        this.reset();
+        const d = broker()?.disk;
+        if (d && Number.isFinite(d.freeBytes)) this.set(d.freeBytes);
+      },
+    });
+    new Gauge({
+      name: "ferry_disk_free_limit_bytes",
+      help: "BROKER_DISK_FREE_LIMIT: below it publishes are refused (507 disk_full)",
+      registers,
+      collect() {
+        this.reset();
+        const d = broker()?.disk;
+        if (d) this.set(d.limitBytes);
+      },
+    });
+    new Gauge({
+      name: "ferry_disk_alarm",
+      help: "1 while the data directory's free space is below BROKER_DISK_FREE_LIMIT, else 0",
+      registers,
+      collect() {
+        this.reset();
+        const d = broker()?.disk;
+        if (d) this.set(d.alarm ? 1 : 0);
+      },
+    });
     new Counter({
       name: "ferry_messages_rejected_total",
       help: "Publishes refused, per topic and reason (queue_full, memory_full), since start-up",

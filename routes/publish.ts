@@ -131,6 +131,8 @@ export const PUBLISH_ERRORS: ErrorCode[] = [
   "queue_full",
   "memory_full",
   "rate_limited",
+  "disk_full",
+  "storage_failed",
 ];
 
 const PUBLISH_DOC: RouteDoc = {

@@ -57,6 +57,13 @@ export const mergedStats = jsonMerge<StatsJson>((all) => {
     addCounts(out.totals, s.totals);
     out.memory.held_bytes += s.memory.held_bytes;
     out.memory.drain_bytes_per_second += s.memory.drain_bytes_per_second;
+    // One file system: the lowest figure seen, and an alarm if any worker has raised it.
+    if (out.disk && s.disk) {
+      out.disk.alarm ||= s.disk.alarm;
+      if (s.disk.free_bytes !== null) {
+        out.disk.free_bytes = Math.min(out.disk.free_bytes ?? Infinity, s.disk.free_bytes);
+      }
+    }
     Object.assign(out.topics, s.topics);
   }
   return out;
@@ -116,9 +123,10 @@ function maxOrNull(a: number | null, b: number | null): number | null {
 }
 
 /** Metrics whose value is the process's or the broker's, the same in every worker: taken once. */
-const ONCE = /^(process_|ferry_memory_budget_bytes|ferry_cluster_|ferry_elections_total)/;
+const ONCE =
+  /^(process_|ferry_memory_budget_bytes|ferry_disk_free_|ferry_cluster_|ferry_elections_total)/;
 /** Metrics of how far behind something is: each worker's shard is, the node as far as the most. */
-const MOST = /^ferry_replication_lag_/;
+const MOST = /^(ferry_replication_lag_|ferry_disk_alarm)/;
 
 /**
  * GET /metrics: one exposition. A series (name and labels) that several workers report is

@@ -21,6 +21,7 @@ import { isUtf8 } from "node:buffer";
 import { formatDuration } from "../protocol/duration.ts";
 import type {
   ClusterStatus,
+  DiskJson,
   GroupJson,
   GroupStats,
   InFlightItem,
@@ -269,7 +270,17 @@ export function statsJson(broker: BrokerApi, now: number): StatsJson {
       budget_bytes: broker.memory.budget,
       drain_bytes_per_second: Math.round(broker.memory.drainRate),
     },
+    ...(broker.disk ? { disk: diskJson(broker.disk) } : {}),
     topics,
+  };
+}
+
+/** The disk alarm's figures (docs/operating.md, "Disk"). */
+export function diskJson(d: NonNullable<BrokerApi["disk"]>): DiskJson {
+  return {
+    free_bytes: Number.isFinite(d.freeBytes) ? d.freeBytes : null,
+    limit_bytes: d.limitBytes,
+    alarm: d.alarm,
   };
 }
 

@@ -11,6 +11,7 @@ export function defaultOpenWal(
   config: Pick<Config, "dataDir" | "fsync">,
   log: Logger,
   onFsync?: (seconds: number) => void,
+  onNoSpace?: () => void,
 ): OpenWal {
   if (config.dataDir === ":memory:") return (_name, init) => new MemoryWal(init.onDurable);
   return (name, init) =>
@@ -18,6 +19,7 @@ export function defaultOpenWal(
       fsync: config.fsync,
       log,
       onFsync,
+      onNoSpace,
       after: init.after,
       replayed: init.replayed,
       onDurable: init.onDurable,

@@ -11,7 +11,7 @@ Deno.test("GET /api/stats answers uptime, totals and per-topic, per-group figure
     const res = await ctx.call("GET", "/api/stats");
     assertEquals(res.status, 200, res.text);
     const s = res.body;
-    assertEquals(Object.keys(s), ["uptime_seconds", "totals", "memory", "topics"]);
+    assertEquals(Object.keys(s), ["uptime_seconds", "totals", "memory", "disk", "topics"]);
     assertEquals(s.uptime_seconds, 2);
     assertEquals(s.totals, {
       published: 9,
