@@ -10,6 +10,10 @@ import (
 	"time"
 )
 
+// Version is this client's version; its release is tagged clients/go/v<Version> in the Ferry
+// repository (docs/go-client.md, "Install"), and it is sent in the User-Agent.
+const Version = "0.9.0"
+
 // DefaultURL is the broker a Client reaches when New is given an empty URL.
 const DefaultURL = "http://127.0.0.1:7800"
 

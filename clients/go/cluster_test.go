@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	ferry "github.com/ferrymq/ferry-go"
+	ferry "github.com/ferrymq/ferry/clients/go"
 )
 
 // freePort is a free TCP port on loopback (listen on 0, read it, close), so a node's advertise

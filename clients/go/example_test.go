@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	ferry "github.com/ferrymq/ferry-go"
+	ferry "github.com/ferrymq/ferry/clients/go"
 )
 
 // exampleTopic is a topic name no other example or test uses.

@@ -1,5 +1,5 @@
-module github.com/ferrymq/ferry-go
+module github.com/ferrymq/ferry/clients/go
 
-go 1.23
+go 1.24
 
 require github.com/coder/websocket v1.8.15

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	ferry "github.com/ferrymq/ferry-go"
+	ferry "github.com/ferrymq/ferry/clients/go"
 )
 
 type topicStats struct {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	ferry "github.com/ferrymq/ferry-go"
+	ferry "github.com/ferrymq/ferry/clients/go"
 )
 
 // covered maps each broker operation (method and OpenAPI path) to the Client method that calls

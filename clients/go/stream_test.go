@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	ferry "github.com/ferrymq/ferry-go"
+	ferry "github.com/ferrymq/ferry/clients/go"
 )
 
 // post sends a plain HTTP request to a broker (these tests do not lean on the client's own

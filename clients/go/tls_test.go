@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	ferry "github.com/ferrymq/ferry-go"
+	ferry "github.com/ferrymq/ferry/clients/go"
 )
 
 // makePKI writes a throwaway CA and a certificate it signed for localhost and 127.0.0.1 into

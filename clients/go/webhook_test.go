@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	ferry "github.com/ferrymq/ferry-go"
+	ferry "github.com/ferrymq/ferry/clients/go"
 )
 
 func TestVerifyWebhookAcceptsARealDeliveryFromTheBroker(t *testing.T) {

@@ -89,8 +89,8 @@ export class GoModule {
     if (!this.#tidy) {
       await Deno.writeTextFile(
         `${this.#dir}/go.mod`,
-        `module docs.example\n\ngo 1.23\n\nrequire github.com/ferrymq/ferry-go v0.0.0\n\n` +
-          `replace github.com/ferrymq/ferry-go => ${client}\n`,
+        `module docs.example\n\ngo 1.24\n\nrequire github.com/ferrymq/ferry/clients/go v0.0.0\n\n` +
+          `replace github.com/ferrymq/ferry/clients/go => ${client}\n`,
       );
       await Deno.copyFile(`${client}/go.sum`, `${this.#dir}/go.sum`);
     }

@@ -27,7 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	ferry "github.com/ferrymq/ferry-go"
+	ferry "github.com/ferrymq/ferry/clients/go"
 )
 
 // counting counts the requests it carries by path.
