@@ -1,6 +1,8 @@
 /**
- * The Go client's checks for tools/test.ts: `go test -race -count=1 -json ./...`, `go vet ./...`
- * and `gofmt -l .` in clients/go, their output echoed, the tests counted from the JSON events.
+ * The Go client's checks for tools/test.ts: `go test -race -count=2 -json ./...` with the broker
+ * tests required (FERRY_TEST_BROKER=require), `go test ./...` as a Go user without Deno runs it
+ * (FERRY_TEST_BROKER=off), `go vet ./...` and `gofmt -l .` in clients/go, their output echoed,
+ * the tests counted from the JSON events. docs/go-client.md "Testing" describes the switch.
  */
 
 /** Where the Go client lives; its module root. */
@@ -70,11 +72,12 @@ export async function runGoTests(): Promise<Counts> {
   // The tests start the broker with `deno`: the one running this suite, whatever PATH says.
   const denoDir = Deno.execPath().replace(/\/[^/]*$/, "");
   const env = { NO_COLOR: "1", PATH: `${denoDir}:${Deno.env.get("PATH") ?? ""}` };
-  console.log(`\n${go} test -race -count=1 ./... (in clients/go)`);
+  // Twice, under the race detector: state one run leaves behind must not break the next.
+  console.log(`\n${go} test -race -count=2 ./... (in clients/go)`);
   const child = new Deno.Command(go, {
-    args: ["test", "-race", "-count=1", "-json", "./..."],
+    args: ["test", "-race", "-count=2", "-json", "./..."],
     cwd: GO_DIR,
-    env,
+    env: { ...env, FERRY_TEST_BROKER: "require" },
     stdout: "piped",
     stderr: "inherit",
   }).spawn();
@@ -104,6 +107,18 @@ export async function runGoTests(): Promise<Counts> {
   if (!success && counts.failed === 0) {
     console.log("go test failed outside any test (see above)");
     counts.failed = 1;
+  }
+  // What a Go user without Deno runs: the broker tests skip, everything else passes.
+  console.log(`${go} test ./... without a broker (FERRY_TEST_BROKER=off)`);
+  const alone = await new Deno.Command(go, {
+    args: ["test", "-count=1", "./..."],
+    cwd: GO_DIR,
+    env: { ...env, FERRY_TEST_BROKER: "off" },
+  }).output();
+  if (!alone.success) {
+    console.log(new TextDecoder().decode(alone.stdout) + new TextDecoder().decode(alone.stderr));
+    console.log("go test ./... failed without a broker (see above)");
+    counts.failed++;
   }
   if (!await quiet(go, ["vet", "./..."], env)) {
     console.log("go vet ./... complained (see above)");

@@ -3,6 +3,7 @@ package ferry_test
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,15 +12,70 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // repoRoot is the checkout this module lives in (clients/go is two levels down).
 var repoRoot, _ = filepath.Abs("../..")
 
-// shared is the broker most tests use, started once by TestMain.
+// shared is the broker most tests use, started once by TestMain; nil when noBroker says why not.
 var shared *testBroker
 
+// noBroker is why the broker tests are skipped ("" when they run).
+var noBroker string
+
+// brokerSwitch is the environment variable that decides whether the broker tests run. Unset,
+// they start brokers of this checkout with `deno` when both are there and are skipped with a
+// message otherwise; "require" makes a missing broker a failure (the project's suite sets it);
+// "off" skips them even where they could run.
+const brokerSwitch = "FERRY_TEST_BROKER"
+
+// whyNoBroker is why this machine cannot start a broker of this checkout, or "".
+func whyNoBroker() string {
+	switch os.Getenv(brokerSwitch) {
+	case "off":
+		return brokerSwitch + "=off"
+	case "", "require":
+	default:
+		return fmt.Sprintf("%s=%q is neither require nor off", brokerSwitch, os.Getenv(brokerSwitch))
+	}
+	if _, err := os.Stat(filepath.Join(repoRoot, "deno.json")); err != nil {
+		return "this module is not in a Ferry checkout (no ../../deno.json)"
+	}
+	if _, err := exec.LookPath("deno"); err != nil {
+		return "no deno on PATH (Deno 2.9 runs the broker: https://deno.com)"
+	}
+	return ""
+}
+
+// needBroker skips t when no broker can run here.
+func needBroker(t testing.TB) {
+	t.Helper()
+	if noBroker != "" {
+		t.Skipf("needs a broker: %s; set %s=require to fail instead", noBroker, brokerSwitch)
+	}
+}
+
+// sharedURL is the shared broker's URL; t is skipped when there is none.
+func sharedURL(t testing.TB) string {
+	t.Helper()
+	needBroker(t)
+	return shared.URL
+}
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	noBroker = whyNoBroker()
+	if noBroker != "" && os.Getenv(brokerSwitch) == "require" {
+		fmt.Fprintf(os.Stderr, "%s=require, but no broker can run: %s\n", brokerSwitch, noBroker)
+		os.Exit(1)
+	}
+	if noBroker != "" {
+		fmt.Fprintf(os.Stderr, "ferry: the tests that need a broker are skipped: %s\n", noBroker)
+		skipTests(brokerExamples)
+		os.Exit(checkLeaks(m.Run()))
+	}
 	dir, err := os.MkdirTemp("", "ferry-go-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -38,7 +94,33 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	b.stop()
 	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(checkLeaks(code))
+}
+
+// skipTests adds names (tests or examples, which cannot call t.Skip) to -test.skip.
+func skipTests(names []string) {
+	re := "^(" + strings.Join(names, "|") + ")$"
+	if old := flag.Lookup("test.skip").Value.String(); old != "" {
+		re = old + "|" + re
+	}
+	flag.Set("test.skip", re)
+}
+
+// checkLeaks is code, or 1 when goroutines of this package outlive the tests. The idle
+// keep-alive connections of the many clients the tests make are not leaks.
+func checkLeaks(code int) int {
+	if code != 0 {
+		return code
+	}
+	if err := goleak.Find(
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	); err != nil {
+		fmt.Fprintln(os.Stderr, "goroutines left after the tests:", err)
+		return 1
+	}
+	return 0
 }
 
 // testBroker is the broker of this checkout as a real process, run as `deno task start` runs it.
@@ -168,6 +250,7 @@ func (b *testBroker) restart(t testing.TB) {
 // ownBroker starts a broker of the test's own (its own data dir), stopped when the test ends.
 func ownBroker(t testing.TB, extra ...string) *testBroker {
 	t.Helper()
+	needBroker(t)
 	b, err := startBroker(t.TempDir(), extra)
 	if err != nil {
 		t.Fatal(err)
@@ -186,6 +269,7 @@ func topicName(t testing.TB) string {
 }
 
 func TestBrokerHarnessStarts(t *testing.T) {
+	needBroker(t)
 	if shared.URL == "" || shared.Port == 0 {
 		t.Fatal("the shared broker has no URL")
 	}

@@ -36,6 +36,7 @@ func freePort(t testing.TB) int {
 // It is killed and its dir removed when the test ends.
 func startEtcd(t testing.TB) string {
 	t.Helper()
+	needBroker(t)
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		t.Fatalf("etcd is not installed (%v): run `bash tools/setup_test_deps.sh` first", err)

@@ -129,7 +129,7 @@ func proxyTo(t testing.TB, rawURL string) *httputil.ReverseProxy {
 
 func TestRetries503WithRetryAfter(t *testing.T) {
 	var hits atomic.Int32
-	proxy := proxyTo(t, shared.URL)
+	proxy := proxyTo(t, sharedURL(t))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hits.Add(1) == 1 {
 			io.Copy(io.Discard, r.Body)
@@ -258,7 +258,7 @@ func TestRedirectFollowedWithKeyAndBody(t *testing.T) {
 
 func TestProxy503RetriedOnlyWhenSafe(t *testing.T) {
 	var hits atomic.Int32
-	proxy := proxyTo(t, shared.URL)
+	proxy := proxyTo(t, sharedURL(t))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hits.Add(1)%2 == 1 { // every other request: a proxy's plain 503
 			io.Copy(io.Discard, r.Body)

@@ -10,6 +10,10 @@ import (
 	ferry "github.com/ferrymq/ferry/clients/go"
 )
 
+// brokerExamples are the examples that need a broker; TestMain skips them when there is none.
+var brokerExamples = []string{"Example", "ExampleClient_Publish", "ExampleClient_Consume",
+	"ExampleClient_Requeue", "ExampleError", "ExampleClient_CreateTopic"}
+
 // exampleTopic is a topic name no other example or test uses.
 func exampleTopic(name string) string {
 	return fmt.Sprintf("example-%s-%d", name, time.Now().UnixNano())

@@ -13,7 +13,7 @@ import (
 // client is a Client of the shared broker.
 func client(t testing.TB, opts ...ferry.Option) *ferry.Client {
 	t.Helper()
-	c, err := ferry.New(shared.URL, opts...)
+	c, err := ferry.New(sharedURL(t), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

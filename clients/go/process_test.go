@@ -44,10 +44,10 @@ func runProcess(ctx context.Context, c *ferry.Client, topic string, opts *ferry.
 
 func TestProcessAcksAndRequeuesAFailureWithItsReason(t *testing.T) {
 	topic := topicName(t)
-	publish(t, shared.URL, topic, `"ok 1"`)
-	publish(t, shared.URL, topic, `"fails once"`)
-	publish(t, shared.URL, topic, `"ok 2"`)
-	c := newClient(t, shared.URL)
+	publish(t, sharedURL(t), topic, `"ok 1"`)
+	publish(t, sharedURL(t), topic, `"fails once"`)
+	publish(t, sharedURL(t), topic, `"ok 2"`)
+	c := newClient(t, sharedURL(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
@@ -82,7 +82,7 @@ func TestProcessAcksAndRequeuesAFailureWithItsReason(t *testing.T) {
 	if string(retried.Payload) != `"fails once"` || retried.RetryCount != 1 || retried.Reason != "boom: not yet" {
 		t.Fatalf("the retry was %q, retry_count %d, reason %q", retried.Payload, retried.RetryCount, retried.Reason)
 	}
-	s := stats(t, shared.URL).Topics[topic]
+	s := stats(t, sharedURL(t)).Topics[topic]
 	if s.Depth != 0 || s.InFlight != 0 {
 		t.Fatalf("after Process: depth %d, in flight %d; want all acked", s.Depth, s.InFlight)
 	}
@@ -147,9 +147,9 @@ func TestProcessOnCancelLosesNothingAndAcksOnce(t *testing.T) {
 
 func TestProcessTouchesTheLeaseOfASlowHandler(t *testing.T) {
 	topic := topicName(t)
-	publish(t, shared.URL, topic, `"slow"`)
-	publish(t, shared.URL, topic, `"prefetched"`)
-	c := newClient(t, shared.URL)
+	publish(t, sharedURL(t), topic, `"slow"`)
+	publish(t, sharedURL(t), topic, `"prefetched"`)
+	c := newClient(t, sharedURL(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
@@ -170,7 +170,7 @@ func TestProcessTouchesTheLeaseOfASlowHandler(t *testing.T) {
 	// A competing consumer waits out more than a lease: it gets nothing, since both leases
 	// (the one in hand and the prefetched one) are kept.
 	var stolen ferry.Message
-	if st := post(t, "GET", shared.URL+"/consume/"+url.PathEscape(topic)+"?timeout=2500ms", "", &stolen); st != 404 {
+	if st := post(t, "GET", sharedURL(t)+"/consume/"+url.PathEscape(topic)+"?timeout=2500ms", "", &stolen); st != 404 {
 		t.Fatalf("a competing consume got %d (%q): a lease lapsed", st, stolen.Payload)
 	}
 	time.Sleep(1500 * time.Millisecond)
@@ -183,13 +183,13 @@ func TestProcessTouchesTheLeaseOfASlowHandler(t *testing.T) {
 	if count[`"slow"`] != 1 || count[`"prefetched"`] != 1 {
 		t.Fatalf("deliveries %v; want each once", count)
 	}
-	if s := stats(t, shared.URL).Topics[topic]; s.Depth != 0 || s.InFlight != 0 {
+	if s := stats(t, sharedURL(t)).Topics[topic]; s.Depth != 0 || s.InFlight != 0 {
 		t.Fatalf("depth %d, in flight %d; want both acked", s.Depth, s.InFlight)
 	}
 }
 
 func TestProcessEndsOnARefusal(t *testing.T) {
-	c := newClient(t, shared.URL)
+	c := newClient(t, sharedURL(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := c.Process(ctx, "bad..name", nil, func(context.Context, *ferry.Message) error { return nil })
@@ -201,8 +201,8 @@ func TestProcessEndsOnARefusal(t *testing.T) {
 
 func TestProcessReleasesAMessageItsHandlerGaveUpOnCancel(t *testing.T) {
 	topic := topicName(t)
-	publish(t, shared.URL, topic, `"interrupted"`)
-	c := newClient(t, shared.URL)
+	publish(t, sharedURL(t), topic, `"interrupted"`)
+	c := newClient(t, sharedURL(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := runProcess(ctx, c, topic, nil, func(ctx context.Context, m *ferry.Message) error {
@@ -215,7 +215,7 @@ func TestProcessReleasesAMessageItsHandlerGaveUpOnCancel(t *testing.T) {
 	}
 	// Released, not requeued: ready at once, no attempt counted, no reason.
 	var m ferry.Message
-	if st := post(t, "GET", shared.URL+"/consume/"+url.PathEscape(topic)+"?timeout=1s", "", &m); st != 200 {
+	if st := post(t, "GET", sharedURL(t)+"/consume/"+url.PathEscape(topic)+"?timeout=1s", "", &m); st != 200 {
 		t.Fatalf("consume after Process: %d; the message is not ready", st)
 	}
 	if string(m.Payload) != `"interrupted"` || m.RetryCount != 0 || m.Reason != "" {

@@ -68,9 +68,9 @@ func newClient(t testing.TB, base string) *ferry.Client {
 func TestStreamYieldsStoredMessagesWithEventIDsAndResumes(t *testing.T) {
 	topic := topicName(t)
 	for i := range 3 {
-		publish(t, shared.URL, topic, fmt.Sprintf(`{"n":%d}`, i))
+		publish(t, sharedURL(t), topic, fmt.Sprintf(`{"n":%d}`, i))
 	}
-	c := newClient(t, shared.URL)
+	c := newClient(t, sharedURL(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var got []*ferry.Message
@@ -98,7 +98,7 @@ func TestStreamYieldsStoredMessagesWithEventIDsAndResumes(t *testing.T) {
 		prev = id
 	}
 	// Resuming after the second gives the third, then what is published next.
-	publish(t, shared.URL, topic, `{"n":3}`)
+	publish(t, sharedURL(t), topic, `{"n":3}`)
 	var rest []string
 	for m, err := range c.Stream(ctx, topic, &ferry.StreamOptions{LastEventID: got[1].EventID}) {
 		if err != nil {
@@ -116,10 +116,10 @@ func TestStreamYieldsStoredMessagesWithEventIDsAndResumes(t *testing.T) {
 
 func TestStreamFilters(t *testing.T) {
 	topic := topicName(t)
-	publish(t, shared.URL, topic, `{"kind":"a","n":1}`)
-	publish(t, shared.URL, topic, `{"kind":"b","n":2}`)
-	publish(t, shared.URL, topic, `{"kind":"a","n":3}`)
-	c := newClient(t, shared.URL)
+	publish(t, sharedURL(t), topic, `{"kind":"a","n":1}`)
+	publish(t, sharedURL(t), topic, `{"kind":"b","n":2}`)
+	publish(t, sharedURL(t), topic, `{"kind":"a","n":3}`)
+	c := newClient(t, sharedURL(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var got []string
@@ -138,7 +138,7 @@ func TestStreamFilters(t *testing.T) {
 }
 
 func TestStreamRefusalIsYieldedAndEndsIt(t *testing.T) {
-	c := newClient(t, shared.URL)
+	c := newClient(t, sharedURL(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	n := 0
@@ -155,7 +155,7 @@ func TestStreamRefusalIsYieldedAndEndsIt(t *testing.T) {
 }
 
 func TestStreamEndsWhenTheContextEnds(t *testing.T) {
-	c := newClient(t, shared.URL)
+	c := newClient(t, sharedURL(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -169,24 +169,24 @@ func TestStreamEndsWhenTheContextEnds(t *testing.T) {
 
 func TestStreamCallsOnResetWhenMessagesLeftTheTopic(t *testing.T) {
 	topic := topicName(t)
-	publish(t, shared.URL, topic, `"gone 1"`)
-	publish(t, shared.URL, topic, `"gone 2"`)
+	publish(t, sharedURL(t), topic, `"gone 1"`)
+	publish(t, sharedURL(t), topic, `"gone 2"`)
 	// Consume and ack both: they leave the topic before the stream resumes from 0.
 	var msgs []struct{ ID string }
-	if st := post(t, "GET", shared.URL+"/consume/"+topic+"?limit=10", "", &msgs); st != 200 || len(msgs) != 2 {
+	if st := post(t, "GET", sharedURL(t)+"/consume/"+topic+"?limit=10", "", &msgs); st != 200 || len(msgs) != 2 {
 		t.Fatalf("consume: %d, %d messages", st, len(msgs))
 	}
 	ids, _ := json.Marshal(map[string]any{"ids": []string{msgs[0].ID, msgs[1].ID}})
-	if st := post(t, "POST", shared.URL+"/ack/"+topic, string(ids), nil); st != 200 {
+	if st := post(t, "POST", sharedURL(t)+"/ack/"+topic, string(ids), nil); st != 200 {
 		t.Fatalf("ack: %d", st)
 	}
 	var resets atomic.Int32
-	c := newClient(t, shared.URL)
+	c := newClient(t, sharedURL(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		publish(t, shared.URL, topic, `"after"`)
+		publish(t, sharedURL(t), topic, `"after"`)
 	}()
 	for m, err := range c.Stream(ctx, topic, &ferry.StreamOptions{LastEventID: "0", OnReset: func() { resets.Add(1) }}) {
 		if err != nil {

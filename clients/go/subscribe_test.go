@@ -2,15 +2,18 @@ package ferry_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	ferry "github.com/ferrymq/ferry/clients/go"
 )
 
@@ -64,7 +67,7 @@ func quiet(t *testing.T, ch <-chan *ferry.Message, d time.Duration) {
 func TestSubscribeAddUnsubscribeAndOneSocketPerClient(t *testing.T) {
 	topic := topicName(t)
 	hc, dials := dialCounter()
-	c, err := ferry.New(shared.URL, ferry.WithHTTPClient(hc), ferry.WithTimeout(10*time.Second))
+	c, err := ferry.New(sharedURL(t), ferry.WithHTTPClient(hc), ferry.WithTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,14 +79,14 @@ func TestSubscribeAddUnsubscribeAndOneSocketPerClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	publish(t, shared.URL, topic+".a", `"one"`)
+	publish(t, sharedURL(t), topic+".a", `"one"`)
 	if m := expect(t, got, `"one"`); m.Topic != topic+".a" {
 		t.Fatalf("topic %q", m.Topic)
 	}
 	if err := sub.Add(ctx, topic+"-other"); err != nil {
 		t.Fatal(err)
 	}
-	publish(t, shared.URL, topic+"-other", `"two"`)
+	publish(t, sharedURL(t), topic+"-other", `"two"`)
 	expect(t, got, `"two"`)
 
 	// A second Subscription rides the same socket, and holding the same pattern does not
@@ -93,13 +96,13 @@ func TestSubscribeAddUnsubscribeAndOneSocketPerClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	publish(t, shared.URL, topic+".b", `"three"`)
+	publish(t, sharedURL(t), topic+".b", `"three"`)
 	expect(t, got, `"three"`)
 	expect(t, got2, `"three"`)
 	if err := sub2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	publish(t, shared.URL, topic+".c", `"four"`)
+	publish(t, sharedURL(t), topic+".c", `"four"`)
 	expect(t, got, `"four"`)
 	quiet(t, got2, 300*time.Millisecond)
 	if n := dials.Load(); n != 1 {
@@ -109,8 +112,8 @@ func TestSubscribeAddUnsubscribeAndOneSocketPerClient(t *testing.T) {
 	if err := sub.Unsubscribe(ctx, topic+".*"); err != nil {
 		t.Fatal(err)
 	}
-	publish(t, shared.URL, topic+".a", `"unheard"`)
-	publish(t, shared.URL, topic+"-other", `"five"`)
+	publish(t, sharedURL(t), topic+".a", `"unheard"`)
+	publish(t, sharedURL(t), topic+"-other", `"five"`)
 	expect(t, got, `"five"`)
 	quiet(t, got, 300*time.Millisecond)
 }
@@ -161,7 +164,7 @@ func TestSubscribeResubscribesAfterABrokerRestart(t *testing.T) {
 
 func TestSubscribeDropsAndCountsWhatASlowHandlerCannotTake(t *testing.T) {
 	topic := topicName(t)
-	c := newClient(t, shared.URL)
+	c := newClient(t, sharedURL(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	release := make(chan struct{})
@@ -177,7 +180,7 @@ func TestSubscribeDropsAndCountsWhatASlowHandlerCannotTake(t *testing.T) {
 	const extra = 20
 	total := ferry.SubscriptionQueue + 1 + extra // one in the handler, a full queue, the rest dropped
 	for i := range total {
-		publish(t, shared.URL, topic, fmt.Sprintf("%d", i))
+		publish(t, sharedURL(t), topic, fmt.Sprintf("%d", i))
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for sub.Dropped() < extra && time.Now().Before(deadline) {
@@ -196,27 +199,60 @@ func TestSubscribeDropsAndCountsWhatASlowHandlerCannotTake(t *testing.T) {
 	}
 }
 
+// TestSubscribeAnswersTheBrokersPings runs an in-process WebSocket server that speaks /ws as the
+// broker does and pings the client, as the broker does after 25 s of silence: a socket that
+// answers keeps its one connection and goes on delivering.
 func TestSubscribeAnswersTheBrokersPings(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits out the broker's 25 s ping and 25 s pong wait")
-	}
-	t.Parallel()
-	topic := topicName(t)
+	pinged := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer conn.CloseNow()
+		ctx := r.Context()
+		_, data, err := conn.Read(ctx)
+		var sub struct{ Type, Topic string }
+		if err != nil || json.Unmarshal(data, &sub) != nil || sub.Type != "subscribe" {
+			pinged <- fmt.Errorf("first frame %q, %v; want a subscribe", data, err)
+			return
+		}
+		conn.Write(ctx, websocket.MessageText, []byte(`{"type":"subscribed","topic":"`+sub.Topic+`"}`))
+		// A Ping's Pong is read by a concurrent reader; it also takes the client's last frames.
+		read := make(chan struct{})
+		go func() {
+			defer close(read)
+			for {
+				if _, _, err := conn.Read(ctx); err != nil {
+					return
+				}
+			}
+		}()
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		err = conn.Ping(pctx)
+		pinged <- err
+		if err == nil {
+			conn.Write(ctx, websocket.MessageText, []byte(`{"type":"message","subscription":"`+sub.Topic+
+				`","message":{"id":"m1","topic":"`+sub.Topic+`","payload":"InN0aWxsIGhlcmUi"}}`))
+		}
+		<-read
+	}))
+	defer srv.Close()
 	hc, dials := dialCounter()
-	c, err := ferry.New(shared.URL, ferry.WithHTTPClient(hc), ferry.WithTimeout(10*time.Second))
+	c, err := ferry.New(srv.URL, ferry.WithHTTPClient(hc), ferry.WithTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	got := make(chan *ferry.Message, 10)
-	sub, err := c.Subscribe(ctx, topic, func(m *ferry.Message) { got <- m })
+	sub, err := c.Subscribe(context.Background(), "orders", func(m *ferry.Message) { got <- m })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	// Silent for longer than ping + pong wait: a socket that did not answer is closed by now.
-	time.Sleep(55 * time.Second)
-	publish(t, shared.URL, topic, `"still here"`)
+	if err := <-pinged; err != nil {
+		t.Fatalf("the client did not answer the ping: %v", err)
+	}
 	expect(t, got, `"still here"`)
 	if n := dials.Load(); n != 1 {
 		t.Fatalf("%d connections: the socket was closed and reopened", n)

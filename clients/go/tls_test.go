@@ -44,6 +44,7 @@ func makePKI(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 }
 
 func TestWithTLSConfigPublishesConsumesAndSubscribesOverTLS(t *testing.T) {
+	needBroker(t)
 	dir := t.TempDir()
 	caFile, certFile, keyFile := makePKI(t, dir)
 	b, err := startBroker(filepath.Join(dir, "data"), []string{

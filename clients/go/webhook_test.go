@@ -30,10 +30,10 @@ func TestVerifyWebhookAcceptsARealDeliveryFromTheBroker(t *testing.T) {
 		}))
 		topic := topicName(t)
 		reg, _ := json.Marshal(map[string]string{"url": srv.URL + "/hook", "secret": secret})
-		if st := post(t, "POST", shared.URL+"/webhook/"+url.PathEscape(topic), string(reg), nil); st != 201 {
+		if st := post(t, "POST", sharedURL(t)+"/webhook/"+url.PathEscape(topic), string(reg), nil); st != 201 {
 			t.Fatalf("register webhook: %d", st)
 		}
-		id := publish(t, shared.URL, topic, `{"order":42,"note":"naïve"}`)
+		id := publish(t, sharedURL(t), topic, `{"order":42,"note":"naïve"}`)
 		select {
 		case d := <-got:
 			if d.h.Get("webhook-id") != id {
