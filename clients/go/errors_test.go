@@ -3,6 +3,7 @@ package ferry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -231,6 +232,10 @@ func TestRedirectFollowedWithKeyAndBody(t *testing.T) {
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer sekrit" {
 			t.Errorf("the follower got no key: %q", r.Header.Get("Authorization"))
+		}
+		if r.URL.Path == "/api/cluster/status" { // a follower answers it itself, naming its leader
+			fmt.Fprintf(w, `{"mode":"cluster","role":"follower","leader":%q,"peers":[]}`, b.URL)
+			return
 		}
 		redirected.Add(1)
 		http.Redirect(w, r, b.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)

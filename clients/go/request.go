@@ -3,12 +3,11 @@ package ferry
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -16,13 +15,8 @@ import (
 	"time"
 )
 
-// Retry settings, as the TypeScript client's defaults.
-const (
-	maxRetries    = 3                      // retries after the first attempt
-	retryBase     = 200 * time.Millisecond // first backoff, doubling
-	maxRetryDelay = 5 * time.Second        // longest wait between attempts, Retry-After included
-	maxRedirects  = 5                      // 307/308 hops followed per attempt
-)
+// maxRedirects is how many 307/308 hops an attempt follows.
+const maxRedirects = 5
 
 // call is one request to the broker and the rules around it.
 type call struct {
@@ -37,7 +31,7 @@ type call struct {
 	header      http.Header
 	// idempotent: safe to send again after a lost connection.
 	idempotent bool
-	// wait is a long poll's wait, added to the per-attempt timeout.
+	// wait is a long poll's wait, added to the per-attempt timeout (when there is one).
 	wait time.Duration
 	// empty is a problem code that means an empty answer (consume's queue_empty), not an error.
 	empty string
@@ -58,10 +52,11 @@ func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastRe
 // request sends cl with retries and decodes a 2xx JSON answer into out (when out is not nil).
 // It returns the final status; on an `empty` problem it returns that status and a nil error.
 //
-// Rules: 429 and 503 are retried (the broker refuses those before acting), waiting Retry-After
-// (at most 5 s) or a jittered backoff; a lost connection is retried only when cl.idempotent;
-// a timeout is never retried. 307/308 are followed with the key and the body. Errors are
-// *Error for a broker's refusal, or wrap ErrTimeout or ErrConnection.
+// Rules (WithRetry sets how many attempts and the backoff): 429 and 503 are retried (the broker
+// refuses those before acting), waiting the whole Retry-After or a jittered backoff, unless the
+// context would end first; a lost connection is retried only when cl.idempotent; a timeout is
+// never retried. 307/308 are followed with the body, and with the key as redirect.go allows.
+// Errors are *Error for a broker's refusal, or wrap ErrTimeout or ErrConnection.
 func (c *Client) request(ctx context.Context, cl *call, out any) (int, error) {
 	body := cl.body
 	contentType := cl.contentType
@@ -100,7 +95,7 @@ func (c *Client) request(ctx context.Context, cl *call, out any) (int, error) {
 		var wait time.Duration
 		var fe *Error
 		switch {
-		case cl.noRetry || attempt >= maxRetries:
+		case cl.noRetry || attempt+1 >= c.retry.Attempts:
 			return status, err
 		case errors.As(err, &fe):
 			busy := fe.Status == http.StatusTooManyRequests || fe.Status == http.StatusServiceUnavailable
@@ -110,14 +105,17 @@ func (c *Client) request(ctx context.Context, cl *call, out any) (int, error) {
 				return status, err
 			}
 			if fe.RetryAfter > 0 {
-				wait = min(time.Duration(fe.RetryAfter)*time.Second, maxRetryDelay)
+				wait = time.Duration(fe.RetryAfter) * time.Second
 			} else {
-				wait = backoff(attempt)
+				wait = c.retry.backoff(attempt)
 			}
 		case cl.idempotent: // a lost connection
-			wait = backoff(attempt)
+			wait = c.retry.backoff(attempt)
 		default:
 			return status, err
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return status, err // the context would end while waiting: this answer is the news
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -131,12 +129,15 @@ func (c *Client) request(ctx context.Context, cl *call, out any) (int, error) {
 
 // once is one attempt, following 307/308 redirects; it reads the whole answer.
 func (c *Client) once(ctx context.Context, cl *call, body []byte, contentType, action string) (int, http.Header, []byte, error) {
-	limit := c.timeout + cl.wait
-	actx, cancel := context.WithTimeout(ctx, limit)
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	if c.timeout > 0 {
+		actx, cancel = context.WithTimeout(ctx, c.timeout+cl.wait)
+	}
 	defer cancel()
-	target := c.endpoint(cl.path, cl.query)
+	target := c.endpointURL(cl.path, cl.query)
+	withKey := true
 	for hop := 0; ; hop++ {
-		req, err := http.NewRequestWithContext(actx, cl.method, target, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(actx, cl.method, target.String(), bytes.NewReader(body))
 		if err != nil {
 			return 0, nil, nil, fmt.Errorf("ferry: %s: %w", action, err)
 		}
@@ -150,21 +151,27 @@ func (c *Client) once(ctx context.Context, cl *call, body []byte, contentType, a
 			req.Header.Set("Content-Type", contentType)
 		}
 		req.Header.Set("Accept", "application/json")
-		c.authorize(req.Header)
+		if withKey {
+			c.authorize(req.Header)
+		} else {
+			c.identify(req.Header)
+		}
 		res, err := c.hc.Do(req)
 		if err != nil {
-			return 0, nil, nil, transportError(ctx, actx, err, action, limit)
+			return 0, nil, nil, c.transportError(ctx, actx, err, action, cl.wait)
 		}
 		data, err := io.ReadAll(res.Body)
 		res.Body.Close()
 		if err != nil {
-			return 0, nil, nil, transportError(ctx, actx, err, action, limit)
+			return 0, nil, nil, c.transportError(ctx, actx, err, action, cl.wait)
 		}
 		if (res.StatusCode == http.StatusTemporaryRedirect || res.StatusCode == http.StatusPermanentRedirect) &&
 			hop < maxRedirects {
-			loc, lerr := res.Location()
-			if lerr == nil {
-				target = loc.String()
+			if loc, lerr := res.Location(); lerr == nil {
+				if withKey, err = c.follow(actx, action, target, loc); err != nil {
+					return 0, nil, nil, err
+				}
+				target = loc
 				continue
 			}
 		}
@@ -172,14 +179,22 @@ func (c *Client) once(ctx context.Context, cl *call, body []byte, contentType, a
 	}
 }
 
-// transportError names a failed attempt: the caller's cancel as is, a deadline as ErrTimeout,
-// anything else as ErrConnection.
-func transportError(ctx, actx context.Context, err error, action string, limit time.Duration) error {
+// transportError names a failed attempt: the caller's cancel as is, a deadline as ErrTimeout
+// (saying which limit ran out), anything else as ErrConnection.
+func (c *Client) transportError(ctx, actx context.Context, err error, action string, wait time.Duration) error {
 	if ctx.Err() != nil {
 		return ctxError(ctx, action)
 	}
-	if actx.Err() != nil || isTimeout(err) {
-		return fmt.Errorf("%w: %s: no answer within %v: %w", ErrTimeout, action, limit, err)
+	if actx.Err() != nil {
+		limit := fmt.Sprintf("%v, the client's timeout (WithTimeout)", c.timeout)
+		if wait > 0 {
+			limit = fmt.Sprintf("%v, the client's timeout (WithTimeout) of %v plus the long poll's wait of %v",
+				c.timeout+wait, c.timeout, wait)
+		}
+		return fmt.Errorf("%w: %s: no answer within %s: %w", ErrTimeout, action, limit, err)
+	}
+	if isTimeout(err) { // a limit of the transport's own (dial, TLS handshake, headers)
+		return fmt.Errorf("%w: %s: %w", ErrTimeout, action, err)
 	}
 	return fmt.Errorf("%w: %s: %w", ErrConnection, action, err)
 }
@@ -231,15 +246,11 @@ func problem(status int, h http.Header, data []byte, action string) *Error {
 	return e
 }
 
-// backoff is the wait before retry number attempt (0-based): 200 ms doubling up to 5 s, the
-// upper half jittered.
-func backoff(attempt int) time.Duration {
-	full := min(retryBase<<min(attempt, 16), maxRetryDelay)
-	j, err := rand.Int(rand.Reader, big.NewInt(int64(full/2)+1))
-	if err != nil {
-		return full
-	}
-	return full/2 + time.Duration(j.Int64())
+// backoff is the wait before retry number attempt (0-based): Backoff doubling up to MaxBackoff,
+// the upper half jittered.
+func (r Retry) backoff(attempt int) time.Duration {
+	full := min(r.Backoff<<min(attempt, 16), r.MaxBackoff)
+	return full/2 + rand.N(full/2+1)
 }
 
 func containsInt(xs []int, x int) bool {

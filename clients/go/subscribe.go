@@ -270,7 +270,7 @@ func (h *wsHub) send(ctx context.Context, conn *websocket.Conn, frame any) error
 		return err
 	}
 	// A Write whose context ends closes the socket: the caller's cancellation must not.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.c.timeout)
+	ctx, cancel := h.c.withTimeout(context.WithoutCancel(ctx))
 	defer cancel()
 	return conn.Write(ctx, websocket.MessageText, b)
 }
@@ -282,7 +282,7 @@ func (h *wsHub) run(ctx context.Context) {
 	header := http.Header{}
 	h.c.authorize(header)
 	for ctx.Err() == nil {
-		dctx, cancel := context.WithTimeout(ctx, h.c.timeout)
+		dctx, cancel := h.c.withTimeout(ctx)
 		conn, res, err := websocket.Dial(dctx, h.c.endpoint("/ws", nil),
 			&websocket.DialOptions{HTTPClient: h.c.hc, HTTPHeader: header})
 		cancel()
