@@ -31,11 +31,25 @@
 //
 // # Timeouts and retries
 //
-// Each attempt is bounded by the client's timeout (WithTimeout, default 60 s) plus, for a long
-// poll, its Wait. 429 and 503 answers are retried up to three times, waiting the Retry-After the
-// broker sends (at most 5 s) or a jittered backoff from 200 ms. A lost connection is retried only
-// for calls that are safe to repeat: reads, acks, touches, deletes, and a Publish or
-// PublishBatch that carries idempotency keys; never a Requeue, Redrive, CreateTopic or Drain.
-// A timeout is never retried. A cluster follower's 307 redirect to the leader is followed with
-// the API key and the body.
+// Each attempt is bounded by the client's timeout (WithTimeout, default 60 s; 0 means none)
+// plus, for a long poll, its Wait; the context bounds the whole call. An injected http.Client's
+// Timeout becomes that per-attempt timeout rather than a limit on long polls, streams and
+// Process. 429 and 503 answers are tried again, up to 4 attempts in all (WithRetry), waiting the
+// whole Retry-After the broker sends or a jittered backoff from 200 ms. A lost connection is
+// retried only for calls that are safe to repeat: reads, acks, touches, deletes, and a Publish or
+// PublishBatch that carries idempotency keys (WithAutoIdempotencyKeys gives every message one);
+// never a Requeue, Redrive, CreateTopic or Drain. A timeout is never retried.
+//
+// # Redirects
+//
+// A cluster follower's 307 to the leader is followed with the body. The API key goes only to
+// the broker's host and the cluster's nodes (WithClusterNodes, and those GET
+// /api/cluster/status lists), and never from https to plain http: such a redirect fails with a
+// 307 *Error of Code `redirect_refused`.
+//
+// # Identity and tests
+//
+// Requests carry `User-Agent: ferry-go/<Version> (…)`, through a transport of the client's own
+// that keeps enough idle connections for many goroutines. `go test ./...` needs no broker: the
+// tests that do start one with deno from the Ferry checkout, or skip (FERRY_TEST_BROKER).
 package ferry
