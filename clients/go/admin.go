@@ -245,10 +245,11 @@ func (c *Client) Purge(ctx context.Context, topic string) (int, error) {
 	return res.Purged, err
 }
 
-// DeleteTopic deletes topic, its messages and its WAL file (DELETE /api/queues/delete).
+// DeleteTopic deletes topic, its messages and its WAL file (DELETE /api/queues/delete). A
+// retry after a lost answer that finds no topic counts as done.
 func (c *Client) DeleteTopic(ctx context.Context, topic string) error {
 	_, err := c.request(ctx, &call{method: "DELETE", path: "/api/queues/delete",
-		query: url.Values{"queue": {topic}}, idempotent: true}, nil)
+		query: url.Values{"queue": {topic}}, idempotent: true, doneOnRetry: "not_found"}, nil)
 	return err
 }
 
@@ -281,9 +282,11 @@ func (c *Client) Webhooks(ctx context.Context, topic string) ([]*Webhook, error)
 	return ws, nil
 }
 
-// DeleteWebhook removes a webhook (DELETE /api/webhooks/{id}).
+// DeleteWebhook removes a webhook (DELETE /api/webhooks/{id}). A retry after a lost answer that
+// finds no webhook counts as done.
 func (c *Client) DeleteWebhook(ctx context.Context, id string) error {
-	_, err := c.request(ctx, &call{method: "DELETE", path: "/api/webhooks/" + seg(id), idempotent: true}, nil)
+	_, err := c.request(ctx, &call{method: "DELETE", path: "/api/webhooks/" + seg(id), idempotent: true,
+		doneOnRetry: "not_found"}, nil)
 	return err
 }
 

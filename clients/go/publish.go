@@ -58,7 +58,7 @@ func mqHeader(name string) string {
 
 // Publish stores body as one message of topic (POST /publish/{topic}; the topic is created on
 // its first publish). A 2xx means it is durable. It is retried after a lost connection only
-// when it carries an IdempotencyKey.
+// when it carries an IdempotencyKey (its own, or WithAutoIdempotencyKeys').
 func (c *Client) Publish(ctx context.Context, topic string, body []byte, opts *PublishOptions) (*PublishResult, error) {
 	if opts == nil {
 		opts = &PublishOptions{}
@@ -80,8 +80,12 @@ func (c *Client) Publish(ctx context.Context, topic string, body []byte, opts *P
 	for k, v := range opts.Headers {
 		h.Set(mqHeader(k), v)
 	}
-	if opts.IdempotencyKey != "" {
-		h.Set("Idempotency-Key", opts.IdempotencyKey)
+	key := opts.IdempotencyKey
+	if key == "" && c.autoKeys && !opts.Broadcast {
+		key = newIdempotencyKey() // the same on every attempt: a lost answer is safe to retry
+	}
+	if key != "" {
+		h.Set("Idempotency-Key", key)
 	}
 	ct := opts.ContentType
 	if ct == "" {
@@ -92,7 +96,7 @@ func (c *Client) Publish(ctx context.Context, topic string, body []byte, opts *P
 	}
 	var res PublishResult
 	_, err := c.request(ctx, &call{method: "POST", path: "/publish/" + seg(topic), query: q,
-		body: body, contentType: ct, header: h, idempotent: opts.IdempotencyKey != ""}, &res)
+		body: body, contentType: ct, header: h, idempotent: key != ""}, &res)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +117,7 @@ type BatchMessage struct {
 
 // PublishBatch stores up to 1,000 messages in one request (POST /publish/{topic}/batch), all or
 // nothing, and returns one result per message in order. It is retried after a lost connection
-// only when every message carries an IdempotencyKey.
+// only when every message carries an IdempotencyKey (its own, or WithAutoIdempotencyKeys').
 func (c *Client) PublishBatch(ctx context.Context, topic string, msgs []BatchMessage) ([]*PublishResult, error) {
 	if len(msgs) == 0 {
 		return nil, nil
@@ -147,7 +151,10 @@ func (c *Client) PublishBatch(ctx context.Context, topic string, msgs []BatchMes
 				it.Headers[mqHeader(k)] = v
 			}
 		}
-		if m.IdempotencyKey == "" {
+		if it.IdempotencyKey == "" && c.autoKeys {
+			it.IdempotencyKey = newIdempotencyKey()
+		}
+		if it.IdempotencyKey == "" {
 			keyed = false
 		}
 		items[i] = it
