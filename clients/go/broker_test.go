@@ -230,12 +230,6 @@ func (b *testBroker) stop() {
 	}
 }
 
-// kill ends the broker with SIGKILL, as a crash would.
-func (b *testBroker) kill() {
-	b.cmd.Process.Kill()
-	<-b.done
-}
-
 // restart stops the broker and starts it again on the same port and data dir.
 func (b *testBroker) restart(t testing.TB) {
 	t.Helper()

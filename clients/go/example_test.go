@@ -2,9 +2,20 @@ package ferry_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	ferry "github.com/ferrymq/ferry/clients/go"
@@ -12,7 +23,8 @@ import (
 
 // brokerExamples are the examples that need a broker; TestMain skips them when there is none.
 var brokerExamples = []string{"Example", "ExampleClient_Publish", "ExampleClient_Consume",
-	"ExampleClient_Requeue", "ExampleError", "ExampleClient_CreateTopic"}
+	"ExampleClient_Requeue", "ExampleError", "ExampleClient_CreateTopic", "ExampleClient_Process",
+	"ExampleClient_Stream", "ExampleClient_Subscribe"}
 
 // exampleTopic is a topic name no other example or test uses.
 func exampleTopic(name string) string {
@@ -116,4 +128,121 @@ func ExampleClient_CreateTopic() {
 	t, _ := c.Topic(ctx, name)
 	fmt.Println(t.Policy, t.Retain)
 	// Output: drop-oldest 1h
+}
+
+// New with TLS: trust the private CA that signed the broker's certificate, for https:// calls
+// and the wss:// socket of Subscribe alike.
+func ExampleNew_tls() {
+	pem, err := os.ReadFile("/etc/ferry/ca.pem")
+	if err != nil {
+		log.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	c, err := ferry.New("https://ferry.internal:7800",
+		ferry.WithAPIKey(os.Getenv("FERRY_API_KEY")),
+		ferry.WithTLSConfig(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}),
+		ferry.WithTimeout(30*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(c.URL())
+}
+
+func ExampleClient_Process() {
+	ctx := context.Background()
+	c, _ := ferry.New(os.Getenv("FERRY_URL"))
+	topic := exampleTopic("process")
+	for _, job := range []string{"resize a.png", "resize b.png"} {
+		c.Publish(ctx, topic, []byte(job), nil)
+	}
+	run, stop := context.WithCancel(ctx)
+	done := 0
+	err := c.Process(run, topic, &ferry.ProcessOptions{Prefetch: 10},
+		func(ctx context.Context, m *ferry.Message) error {
+			fmt.Printf("%s\n", m.Payload) // nil acks it; an error requeues it
+			if done++; done == 2 {
+				stop() // Process returns once this handler is done
+			}
+			return nil
+		})
+	fmt.Println("stopped:", err)
+	// Output:
+	// resize a.png
+	// resize b.png
+	// stopped: <nil>
+}
+
+func ExampleClient_Stream() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _ := ferry.New(os.Getenv("FERRY_URL"))
+	topic := exampleTopic("stream")
+	c.Publish(ctx, topic, []byte("first"), nil)
+	c.Publish(ctx, topic, []byte("second"), nil)
+	// LastEventID "0" starts with what the topic holds; keep m.EventID to resume after it.
+	for m, err := range c.Stream(ctx, topic, &ferry.StreamOptions{LastEventID: "0"}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s\n", m.Payload)
+		if string(m.Payload) == "second" {
+			break
+		}
+	}
+	// Output:
+	// first
+	// second
+}
+
+func ExampleClient_Subscribe() {
+	ctx := context.Background()
+	c, _ := ferry.New(os.Getenv("FERRY_URL"))
+	prefix := exampleTopic("shop")
+	heard := make(chan string, 1)
+	sub, err := c.Subscribe(ctx, prefix+".*", func(m *ferry.Message) {
+		heard <- string(m.Payload)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	c.Publish(ctx, prefix+".orders", []byte("order 1"), nil)
+	fmt.Println(<-heard)
+	// Output: order 1
+}
+
+// VerifyWebhook in a receiver: read the body as it came, then check its signature.
+func ExampleVerifyWebhook() {
+	const secret = "s3cret-shared-with-ferry"
+	hook := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))
+		if err != nil {
+			http.Error(w, "cannot read body", http.StatusBadRequest)
+			return
+		}
+		if err := ferry.VerifyWebhook(secret, r.Header, body); err != nil {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+
+	// A POST signed as the broker signs it, and the same POST with another body.
+	body := `{"order":42}`
+	id, ts := "msg_1", strconv.FormatInt(time.Now().Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(id + "." + ts + "." + body))
+	for _, sent := range []string{body, `{"order":43}`} {
+		r := httptest.NewRequest(http.MethodPost, "/hooks/ferry", strings.NewReader(sent))
+		r.Header.Set("webhook-id", id)
+		r.Header.Set("webhook-timestamp", ts)
+		r.Header.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+		w := httptest.NewRecorder()
+		hook.ServeHTTP(w, r)
+		fmt.Println(w.Code)
+	}
+	// Output:
+	// 204
+	// 401
 }
