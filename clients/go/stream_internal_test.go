@@ -46,9 +46,10 @@ func TestSSEParserReadsEveryLineEndingCommentsAndMultiLineData(t *testing.T) {
 // connection sends one event and goes silent, the second (which must resume after it) ends with
 // `event: shutdown`, the third answers 503, and the fourth sends the next event.
 func TestStreamReplacesASilentConnectionAndResumes(t *testing.T) {
-	oldIdle, oldFirst := streamIdle, reconnectFirst
-	streamIdle, reconnectFirst = 300*time.Millisecond, 10*time.Millisecond
-	defer func() { streamIdle, reconnectFirst = oldIdle, oldFirst }()
+	oldIdle, oldFirst := streamIdle, reconnectFirst.Load()
+	streamIdle = 300 * time.Millisecond
+	reconnectFirst.Store(int64(10 * time.Millisecond))
+	defer func() { streamIdle = oldIdle; reconnectFirst.Store(oldFirst) }()
 
 	var mu sync.Mutex
 	var lastIDs []string
