@@ -88,7 +88,8 @@ func TestHTTPClientTimeoutDoesNotSlowProcess(t *testing.T) {
 	topic := topicName(t)
 	published := make(chan time.Time, 1)
 	go func() {
-		time.Sleep(1500 * time.Millisecond) // several of hc.Timeout into Process's long polls
+		// Long enough that polls cut at hc.Timeout would have Process backing off (1 s, 2 s, …).
+		time.Sleep(4 * time.Second)
 		published <- time.Now()
 		publish(t, base, topic, `"job"`)
 	}()
