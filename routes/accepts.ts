@@ -7,6 +7,7 @@
  */
 
 import { BrokerError } from "../lib/errors.ts";
+import { closestName } from "../protocol/closest_name.ts";
 import { describe, type Query } from "./http.ts";
 import type { RouteDoc, Schema } from "./route_doc.ts";
 
@@ -79,43 +80,8 @@ function listed(names: ReadonlySet<string>): string {
   return names.size ? `; accepted: ${[...names].join(", ")}` : "; it takes none";
 }
 
-/**
- * ` (did you mean "ttl"?)` when exactly one accepted name is a typo away from `name` (one edit,
- * two for names of five characters or more; case aside), else "". Only refusals pay for it.
- */
+/** ` (did you mean "ttl"?)` when one accepted name is a typo away from `name`, else "". */
 function suggestion(name: string, names: ReadonlySet<string>): string {
-  if (name.length > 64) return "";
-  const given = name.toLowerCase();
-  let best: string | undefined;
-  let bestDistance = Infinity;
-  let tie = false;
-  for (const n of names) {
-    const d = distance(given, n.toLowerCase());
-    if (d < bestDistance) [best, bestDistance, tie] = [n, d, false];
-    else if (d === bestDistance) tie = true;
-  }
-  if (best === undefined || tie) return "";
-  const limit = Math.min(given.length, best.length) >= 5 ? 2 : 1;
-  return bestDistance <= limit ? ` (did you mean ${JSON.stringify(best)}?)` : "";
-}
-
-/** Edits (insert, delete, replace, swap two neighbours) from `a` to `b`. */
-function distance(a: string, b: string): number {
-  const rows: number[][] = [];
-  for (let i = 0; i <= a.length; i++) {
-    const row = rows[i] = [i];
-    for (let j = 1; j <= b.length; j++) {
-      if (i === 0) {
-        row[j] = j;
-        continue;
-      }
-      const up = rows[i - 1]!;
-      let d = Math.min(up[j]! + 1, row[j - 1]! + 1, up[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
-        d = Math.min(d, rows[i - 2]![j - 2]! + 1);
-      }
-      row[j] = d;
-    }
-  }
-  return rows[a.length]![b.length]!;
+  const best = closestName(name, names);
+  return best === undefined ? "" : ` (did you mean ${JSON.stringify(best)}?)`;
 }
