@@ -4,7 +4,14 @@
  * export instead.
  */
 
-import { type Config, ConfigError, helpText, loadConfig, SETTINGS } from "./lib/config.ts";
+import {
+  type Config,
+  ConfigError,
+  ENV_NAMES_VARIABLE,
+  helpText,
+  loadConfig,
+  SETTINGS,
+} from "./lib/config.ts";
 import { DataDirInUseError } from "./lib/storage/data_dir_lock.ts";
 import { loadSecretBox } from "./lib/push/secret_box.ts";
 import { Logger } from "./lib/log.ts";
@@ -115,6 +122,20 @@ export async function run(config: Config, rt: runtime.Runtime, log: Logger): Pro
   return await stopping!;
 }
 
+/**
+ * The settings' variables and every other `BROKER_*` variable set (loadConfig refuses those),
+ * and no others: the start task grants `--allow-env=PORT,BROKER_*`, so the names of the
+ * variables set come from its launcher (tools/start.sh), or from the environment itself when
+ * all of it may be read (`deno serve --allow-all`).
+ */
+function settingsEnvironment(): Record<string, string | undefined> {
+  const names = new Set(SETTINGS.map((s) => s.env));
+  const all = Deno.permissions.querySync({ name: "env" }).state === "granted";
+  const set = all ? Object.keys(Deno.env.toObject()) : Deno.env.get(ENV_NAMES_VARIABLE)?.split(" ");
+  for (const name of set ?? []) if (name.startsWith("BROKER_")) names.add(name);
+  return Object.fromEntries([...names].map((name) => [name, Deno.env.get(name)]));
+}
+
 /** For `deno serve main.ts`: the broker opens with settings from the environment. */
 const served = new DeferredFetch();
 export default served;
@@ -124,8 +145,7 @@ if (import.meta.main) {
     console.log(helpText());
     Deno.exit(0);
   }
-  // The settings' variables, and no others: the start task grants `--allow-env=PORT,BROKER_*`.
-  const env = Object.fromEntries(SETTINGS.map((s) => [s.env, Deno.env.get(s.env)]));
+  const env = settingsEnvironment();
   const underDenoServe = launchedByDenoServe(); // then Deno.args are deno serve's flags
   let config: Config;
   try {

@@ -5,6 +5,7 @@
 
 import { parseCidrList } from "./push/egress.ts";
 import { formatDuration, parseDuration } from "./duration.ts";
+import { closestName } from "../protocol/closest_name.ts";
 
 /** Largest publish body; above it the broker answers 413. */
 export const MAX_PAYLOAD_BYTES = 2 * 1024 * 1024;
@@ -546,11 +547,24 @@ export function helpText(): string {
     `  --help                           print this text\n`;
 }
 
-/** Reads settings from the environment, then flags (`--port 7801` or `--port=7801`). */
+/**
+ * The variable in which the launcher (tools/start.sh) passes the names of the `BROKER_*`
+ * variables set: a broker allowed to read only `PORT` and `BROKER_*` cannot list them itself.
+ */
+export const ENV_NAMES_VARIABLE = "BROKER_ENV_NAMES";
+
+/**
+ * Reads settings from the environment, then flags (`--port 7801` or `--port=7801`). A `BROKER_*`
+ * variable that is no setting is refused, as an unknown flag is: a misspelt name must not leave
+ * its setting at the default without a word.
+ */
 export function loadConfig(env: Record<string, string | undefined>, args: string[] = []): Config {
   const c = defaultConfig();
   const byFlag = new Map(SETTINGS.map((s) => [s.flag, s]));
   try {
+    for (const name of Object.keys(env)) {
+      if (env[name] !== undefined) refuseUnknownVariable(name);
+    }
     for (const s of SETTINGS) {
       const v = env[s.env];
       if (v !== undefined) s.apply(c, v);
@@ -560,14 +574,40 @@ export function loadConfig(env: Record<string, string | undefined>, args: string
       const eq = arg.indexOf("=");
       const flag = eq >= 0 ? arg.slice(0, eq) : arg;
       const s = byFlag.get(flag);
-      if (!s) throw new Error(`unknown flag "${flag}" (see --help)`);
+      if (!s) {
+        const near = closestName(flag, byFlag.keys());
+        throw new Error(
+          `unknown flag "${flag}" (${near ? `did you mean ${near}?` : "see --help"})`,
+        );
+      }
       if (s.envOnly) throw new Error(s.envOnly);
       const v = eq >= 0 ? arg.slice(eq + 1) : args[++i];
       if (v === undefined) throw new Error(`flag ${flag} needs a value`);
-      s.apply(c, v);
+      applyFlag(s, c, v);
     }
   } catch (e) {
     throw new ConfigError((e as Error).message);
   }
   return c;
+}
+
+/** Throws for a `BROKER_*` name that is neither a setting nor the launcher's list of names. */
+function refuseUnknownVariable(name: string): void {
+  if (!name.startsWith("BROKER_") || name === ENV_NAMES_VARIABLE) return;
+  const names = SETTINGS.map((s) => s.env);
+  if (names.includes(name)) return;
+  const near = closestName(name, names);
+  if (near) throw new Error(`unknown setting ${name} (did you mean ${near}?)`);
+  const known = names.filter((n) => n.startsWith("BROKER_")).join(", ");
+  throw new Error(`unknown setting ${name}; the BROKER_* settings are ${known} (see --help)`);
+}
+
+/** Applies a flag's value; a refusal names the flag given, not its variable. */
+function applyFlag(s: Setting, c: Config, v: string): void {
+  try {
+    s.apply(c, v);
+  } catch (e) {
+    const message = (e as Error).message.replace(new RegExp(`\\b${s.env}\\b`, "g"), s.flag);
+    throw new Error(message);
+  }
 }

@@ -11,6 +11,9 @@
 # $VAR but not ${VAR:-default}, and cannot see a task's own arguments, hence this script. It
 # `exec`s the command: the broker keeps this process's pid, so signals reach it directly and its
 # exit status is the task's (docs/operating.md, "Permissions").
+#
+# It also tells the broker which BROKER_* variables are set (in BROKER_ENV_NAMES), so a misspelt
+# one stops start-up: the broker may read only PORT and BROKER_*, and cannot list them itself.
 
 data=${BROKER_DATA_DIR:-./data}
 keys=${BROKER_API_KEYS_FILE:-}
@@ -51,6 +54,8 @@ done
 deno=$1
 subcommand=$2
 shift 2
+BROKER_ENV_NAMES=$(env | sed -n 's/^\(BROKER_[A-Za-z0-9_]*\)=.*/\1/p' | tr '\n' ' ')
+export BROKER_ENV_NAMES
 for file in "$keys" "$webhookkey" "$cert" "$key" "$clusterca" "$etcdca" "$etcdcert" "$etcdkey"; do
   if [ -n "$file" ]; then
     set -- "--allow-read=$file" "$@"

@@ -15,6 +15,20 @@ import {
 } from "../_support/child.ts";
 import { drain } from "../_support/http.ts";
 
+const ROOT = new URL("../../", import.meta.url).pathname;
+
+/** Every text file under `dir`, recursively (node_modules and data dirs aside). */
+function filesUnder(dir: string): string[] {
+  const out: string[] = [];
+  for (const e of Deno.readDirSync(dir)) {
+    const path = `${dir}/${e.name}`;
+    if (e.isDirectory && !["node_modules", "data", "dist"].includes(e.name)) {
+      out.push(...filesUnder(path));
+    } else if (e.isFile && /\.(ts|go|sh|md|json|ya?ml)$|^run$/.test(e.name)) out.push(path);
+  }
+  return out;
+}
+
 Deno.test({
   name:
     "SIGTERM under 8 concurrent publishers exits 0, logs stopped, and keeps every answered publish",
@@ -91,11 +105,11 @@ Deno.test("a bad setting stops start-up with one stderr line naming it and no st
   const cases: [Record<string, string>, string[], string][] = [
     [{ PORT: "abc" }, [], "PORT"],
     [{ BROKER_FSYNC: "sometimes" }, [], "BROKER_FSYNC"],
-    [{}, ["--visibility", "soon"], "BROKER_VISIBILITY"],
+    [{}, ["--visibility", "soon"], "--visibility"],
     [{ BROKER_LOG_LEVEL: "loud" }, [], "BROKER_LOG_LEVEL"],
     [{}, ["--no-such-flag", "1"], "--no-such-flag"],
     [{ BROKER_MAX_MEMORY: "lots" }, [], "BROKER_MAX_MEMORY"],
-    [{}, ["--max-memory", "0"], "BROKER_MAX_MEMORY"],
+    [{}, ["--max-memory", "0"], "--max-memory"],
     [{ BROKER_MAX_MEMORY: "150%" }, [], "BROKER_MAX_MEMORY"],
   ];
   for (const [env, args, name] of cases) {
@@ -106,6 +120,72 @@ Deno.test("a bad setting stops start-up with one stderr line naming it and no st
     assert(stderr.includes(name), what);
     assert(!/\n\s+at /.test(stderr) && !stderr.includes("Stack backtrace"), what);
   }
+});
+
+Deno.test("a misspelt BROKER_* variable or flag stops start-up, exit 2, with the name meant", async () => {
+  const cases: [Record<string, string>, string[], string][] = [
+    [
+      { BROKER_DATADIR: "/tmp/typo", PORT: "0" },
+      [],
+      "unknown setting BROKER_DATADIR (did you mean BROKER_DATA_DIR?)",
+    ],
+    [
+      { BROKER_FSINC: "never", PORT: "0" },
+      [],
+      "unknown setting BROKER_FSINC (did you mean BROKER_FSYNC?)",
+    ],
+    [
+      { PORT: "0" },
+      ["--data-dri", "/tmp/typo"],
+      'unknown flag "--data-dri" (did you mean --data-dir?)',
+    ],
+    [{}, ["--port", "abc"], '--port must be an integer from 0 to 65535, got "abc"'],
+    [{ PORT: "abc" }, [], 'PORT must be an integer from 0 to 65535, got "abc"'],
+  ];
+  for (const [env, args, line] of cases) {
+    const { code, stderr } = await runMain({ dataDir: ":memory:", args, env });
+    assertEquals([code, stderr], [2, `ferry: ${line}\n`], `${JSON.stringify(env)} ${args}`);
+  }
+  const far = await runMain({
+    dataDir: ":memory:",
+    env: { BROKER_NOTHING_LIKE_IT: "1", PORT: "0" },
+  });
+  assertEquals(far.code, 2, far.stderr);
+  assertMatch(
+    far.stderr,
+    /^ferry: unknown setting BROKER_NOTHING_LIKE_IT; the BROKER_\* settings are BROKER_HOST, .*BROKER_DATA_DIR, .* \(see --help\)\n$/,
+  );
+});
+
+Deno.test("every BROKER_* name the tests, tools and docs use is a setting the broker knows", () => {
+  const known = new Set(SETTINGS.map((s) => s.env));
+  const files = ["tools", "tests", "clients/go", "docs", ".ci"].flatMap((d) =>
+    filesUnder(ROOT + d)
+  );
+  const used = new Set<string>();
+  for (const file of files) {
+    for (const m of Deno.readTextFileSync(file).matchAll(/\bBROKER_[A-Z0-9_]*[A-Z0-9]\b/g)) {
+      used.add(m[0]);
+    }
+  }
+  // Names that are no variable: prefixes in prose (BROKER_ETCD_*), constants of the bench
+  // harness, the launcher's list of names, and the misspellings the test above shows refused.
+  const notVariables = [
+    "BROKER_ETCD",
+    "BROKER_TLS",
+    "BROKER_RUNTIME_FLAGS",
+    "BROKER_RUNTIME_ENV",
+    "BROKER_ENV_NAMES",
+    "BROKER_DATADIR",
+    "BROKER_FSINC",
+    "BROKER_NOTHING_LIKE_IT",
+  ];
+  const unknown = [...used].filter((n) => !known.has(n) && !notVariables.includes(n));
+  assertEquals(
+    unknown.filter((n) => n !== "BROKER_ENV_NAMES"),
+    [],
+    "BROKER_* names no setting has",
+  );
 });
 
 Deno.test("a port in use stops start-up with a clear line; BROKER_LOG_LEVEL filters the log", async () => {
