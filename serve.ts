@@ -134,7 +134,10 @@ function listen(
   } catch (e) {
     const error = (e as Error).message;
     log.error("cannot listen", { address: addr.hostname, port: addr.port, error });
-    throw new ListenError(`cannot listen on ${addr.hostname}:${addr.port}: ${error}`, { cause: e });
+    throw new ListenError(
+      `cannot listen on ${addr.hostname}:${addr.port}: ${listenAdvice(e as Error)}`,
+      { cause: e },
+    );
   }
   return new Listener(
     server,
@@ -143,6 +146,21 @@ function listen(
     log,
     tls,
   );
+}
+
+/** Why an address cannot be had, without the OS error number, and the setting that mends it. */
+function listenAdvice(e: Error): string {
+  const why = e.message.replace(/ \(os error \d+\)$/, "");
+  if (e instanceof Deno.errors.AddrInUse) {
+    return `${why}; another process has this port: stop it or set PORT (--port) to another`;
+  }
+  if (e instanceof Deno.errors.AddrNotAvailable) {
+    return `${why}; set BROKER_HOST (--host) to an address of this machine`;
+  }
+  if (e instanceof Deno.errors.PermissionDenied) {
+    return `${why}; ports below 1024 need privileges: set PORT (--port) to 1024 or above`;
+  }
+  return why;
 }
 
 /**

@@ -200,7 +200,13 @@ Deno.test("a port in use stops start-up with a clear line; BROKER_LOG_LEVEL filt
       });
       const what = `level ${level}: exit ${code}\n${stderr}`;
       assertEquals(code, 1, what);
-      assert(stderr.includes(`ferry: cannot listen on 127.0.0.1:${port}`), what);
+      assert(
+        stderr.includes(
+          `ferry: cannot listen on 127.0.0.1:${port}: Address already in use; another process ` +
+            "has this port: stop it or set PORT (--port) to another\n",
+        ),
+        what,
+      );
       assert(!/\n\s+at /.test(stderr), what);
       assertEquals(stderr.includes('"msg":"recovered"'), showsInfo, what);
       assert(stderr.includes('"level":"error","msg":"cannot listen"'), what);
