@@ -14,6 +14,9 @@
 #
 # It also tells the broker which BROKER_* variables are set (in BROKER_ENV_NAMES), so a misspelt
 # one stops start-up: the broker may read only PORT and BROKER_*, and cannot list them itself.
+# When the command's Deno is `deno` and there is none on the PATH (the README's `npx -y
+# deno@2.9.6` route outside a task, such as `go test` in clients/go), it runs the Deno that npx
+# fetches, that binary itself, so the pid is still the broker's.
 
 data=${BROKER_DATA_DIR:-./data}
 keys=${BROKER_API_KEYS_FILE:-}
@@ -54,6 +57,13 @@ done
 deno=$1
 subcommand=$2
 shift 2
+if [ "$deno" = deno ] && ! command -v deno >/dev/null 2>&1; then
+  deno=$(npx -y deno@2.9.6 eval 'console.log(Deno.execPath())') || {
+    echo "tools/start.sh: no deno on the PATH, and npx -y deno@2.9.6 failed; install Node.js" \
+      "with npm, or Deno 2.9 (docs/getting-started.md)" >&2
+    exit 127
+  }
+fi
 BROKER_ENV_NAMES=$(env | sed -n 's/^\(BROKER_[A-Za-z0-9_]*\)=.*/\1/p' | tr '\n' ' ')
 export BROKER_ENV_NAMES
 for file in "$keys" "$webhookkey" "$cert" "$key" "$clusterca" "$etcdca" "$etcdcert" "$etcdkey"; do
