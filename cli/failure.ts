@@ -3,8 +3,8 @@
  * its code and the one line stderr gets.
  */
 
-/** 0 ok, 1 the broker refused, 2 usage, 3 cannot connect. */
-export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3 } as const;
+/** 0 ok, 1 the broker refused, 2 usage, 3 cannot connect, 130 interrupted (128 + SIGINT). */
+export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3, interrupted: 130 } as const;
 
 /** A failure with its exit code and its one-line message. */
 export class CliFailure extends Error {

@@ -23,7 +23,7 @@ import { DEFAULT_URL, type Env, processEnv, resolveSettings } from "./settings.t
 
 /** Requests other than long-polls and streams give up after this long (the client's default). */
 const REQUEST_TIMEOUT_MS = 60_000;
-/** Commands that run until Ctrl-C, or wait: Ctrl-C ends them cleanly (exit 0). */
+/** Commands that run until Ctrl-C, or wait: Ctrl-C ends them (exit 0; 130 for a wait cut short). */
 const LONG_RUNNING = new Set(["tail", "consume"]);
 /** The longest consume --limit the broker takes. */
 const MAX_LIMIT = 1000;
@@ -33,7 +33,8 @@ Settings: --url, else FERRY_URL, else ${DEFAULT_URL}; --api-key, else FERRY_API_
 --cacert, else FERRY_CACERT.
 With --json every command prints one JSON document (tail and consume --follow: one JSON
 object per line); notices and errors go to stderr.
-Exit codes: 0 ok, 1 the broker refused (its reason on stderr), 2 usage error, 3 cannot connect.
+Exit codes: 0 ok, 1 the broker refused (its reason on stderr), 2 usage error, 3 cannot connect,
+130 Ctrl-C ended a wait.
 
 Examples:
   ferry publish orders '{"sku":"a1"}' --header 'X-MQ-Trace: t-1'

@@ -8,7 +8,7 @@ import type { MessageJson } from "../../protocol/wire.ts";
 import { pause, reconnectDelay } from "../backoff.ts";
 import type { Ctx } from "../context.ts";
 import { explain, lostBecause } from "../explain.ts";
-import { refused } from "../failure.ts";
+import { CliFailure, EXIT, refused } from "../failure.ts";
 import { shown } from "../escape.ts";
 import { count, messageBlock, span } from "../format.ts";
 
@@ -25,7 +25,10 @@ export interface ConsumeFlags {
   follow?: boolean;
 }
 
-/** `ferry consume <topic>`: takes, prints, then acks; with nothing to take, exits 1. */
+/**
+ * `ferry consume <topic>`: takes, prints, then acks; with nothing to take, exits 1, and when
+ * Ctrl-C ends the wait first, 130.
+ */
 export async function consume(ctx: Ctx, topic: string, flags: ConsumeFlags): Promise<void> {
   if (flags.follow) return await follow(ctx, topic, flags);
   const deadline = Date.now() + flags.wait;
@@ -34,6 +37,12 @@ export async function consume(ctx: Ctx, topic: string, flags: ConsumeFlags): Pro
     const left = Math.max(0, deadline - Date.now());
     messages = await take(ctx, topic, flags, Math.min(left, MAX_POLL_MS));
     if (messages.length || left <= MAX_POLL_MS || ctx.signal.aborted) break;
+  }
+  if (!messages.length && ctx.signal.aborted) {
+    throw new CliFailure(
+      EXIT.interrupted,
+      `Interrupted while waiting for a message in "${topic}"; nothing was taken`,
+    );
   }
   if (ctx.out.json) await ctx.out.document(messages);
   else await printBlocks(ctx, messages);

@@ -4,6 +4,7 @@
  */
 
 import { withLiveBroker } from "../_support/server.ts";
+import type { Broker } from "../../lib/broker.ts";
 import { ferry, spawnFerry } from "../_support/cli.ts";
 import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
 import type { MessageJson, PublishAnswer } from "../../protocol/wire.ts";
@@ -231,6 +232,34 @@ Deno.test("ferry consume --wait takes a message published while it waits", () =>
     const r = await waiting;
     assertEquals(r.code, 0, r.stderr);
     assertEquals(JSON.parse(r.stdout)[0].payload_text, "here");
+  }));
+
+/** Resolves once a consumer parks on the broker (a long poll that found nothing waits). */
+function nextParked(broker: Broker): Promise<void> {
+  const consumers = broker.consumers;
+  const original = consumers.add;
+  return new Promise((resolve) => {
+    consumers.add = (...args) => {
+      consumers.add = original;
+      const remove = original.apply(consumers, args);
+      resolve();
+      return remove;
+    };
+  });
+}
+
+Deno.test("ferry consume --wait exits 130 on Ctrl-C, says it was interrupted, and takes nothing", () =>
+  withLiveBroker(async ({ url, broker }) => {
+    const parked = nextParked(broker);
+    const waiting = spawnFerry(["consume", "lp", "--wait", "30s"], { url });
+    await parked;
+    assertEquals(await waiting.stop("SIGINT"), 130);
+    assertEquals(waiting.out, []);
+    assertEquals(waiting.err, [
+      'ferry: Interrupted while waiting for a message in "lp"; nothing was taken',
+    ]);
+    await ok(url, ["publish", "lp", "after"]);
+    assertEquals(JSON.parse(await ok(url, ["--json", "consume", "lp"]))[0].payload_text, "after");
   }));
 
 Deno.test("ferry consume --follow prints one JSON line per message and acks until Ctrl-C", () =>
