@@ -3,6 +3,7 @@ package ferry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -20,6 +21,11 @@ type ProcessOptions struct {
 	// Visibility is the lease asked for each delivery (0 means 30 s); while a message is held
 	// its lease is touched every half of it.
 	Visibility time.Duration
+	// OnError, when set, hears each failed request of the loop: a long poll that failed (Process
+	// then waits and polls again), and an ack, touch, requeue or release that failed. It is
+	// called from Process's goroutines, the lease keeper's too: keep it quick and safe for
+	// concurrent use. Without it those failures are silent until Process returns.
+	OnError func(error)
 }
 
 const (
@@ -43,11 +49,13 @@ const (
 //     nil acks it, an error wrapping ctx's error releases it (it was interrupted, not failed),
 //     any other error requeues it. Prefetched messages never started are released (POST
 //     /api/queues/release: ready again at once for other consumers, no attempt counted), the
-//     finished ones are acked, and Process returns nil: ending ctx is how it is stopped.
+//     finished ones are acked, and Process returns nil: ending ctx is how it is stopped. But
+//     when the last long poll before ctx ended had failed (the broker could not be reached),
+//     Process returns an error wrapping that failure (errors.Is ErrConnection, say) and ctx's.
 //
 // Transient failures (a lost connection, a timeout, 429, 5xx) are waited out, 1 s doubling to
-// 32 s. A refusal waiting cannot mend (a bad name, a missing key: 4xx) ends Process with its
-// *Error. Failed acks are tried again at the next flush. A long poll cut short by ctx may have
+// 32 s, each told to OnError. A refusal waiting cannot mend (a bad name, a missing key: 4xx)
+// ends Process with its *Error. Failed acks are tried again at the next flush. A long poll cut short by ctx may have
 // been answered by the broker already: what it leased comes back when its lease ends.
 func (c *Client) Process(ctx context.Context, topic string, opts *ProcessOptions,
 	handler func(ctx context.Context, m *Message) error) error {
@@ -55,7 +63,7 @@ func (c *Client) Process(ctx context.Context, topic string, opts *ProcessOptions
 		opts = &ProcessOptions{}
 	}
 	p := &processor{c: c, topic: topic, group: opts.Group, prefetch: opts.Prefetch,
-		visibility: opts.Visibility}
+		visibility: opts.Visibility, onError: opts.OnError}
 	if p.prefetch <= 0 {
 		p.prefetch = defaultPrefetch
 	}
@@ -72,6 +80,7 @@ type processor struct {
 	group      string
 	prefetch   int
 	visibility time.Duration
+	onError    func(error)
 
 	mu   sync.Mutex
 	held []*Message // prefetched or in hand, not settled
@@ -95,6 +104,7 @@ func (p *processor) run(ctx context.Context, handler func(context.Context, *Mess
 	}()
 
 	failures := 0
+	var lastFailure error // of the last long poll, nil once one succeeds
 	for ctx.Err() == nil {
 		p.flush(settle)
 		msgs, err := p.poll(ctx)
@@ -106,6 +116,8 @@ func (p *processor) run(ctx context.Context, handler func(context.Context, *Mess
 			if errors.As(err, &fe) && !loopRetryable(fe.Status) {
 				return err
 			}
+			lastFailure = err
+			p.failed(err)
 			wait := reconnectDelay(failures)
 			failures++
 			if fe != nil && fe.RetryAfter > 0 {
@@ -115,6 +127,7 @@ func (p *processor) run(ctx context.Context, handler func(context.Context, *Mess
 			continue
 		}
 		failures = 0
+		lastFailure = nil
 		p.mu.Lock()
 		p.held = append(p.held, msgs...)
 		p.mu.Unlock()
@@ -136,7 +149,18 @@ func (p *processor) run(ctx context.Context, handler func(context.Context, *Mess
 			}
 		}
 	}
+	if lastFailure != nil {
+		return fmt.Errorf("ferry: Process of %q ended (%w) while its long poll failed: %w",
+			p.topic, context.Cause(ctx), lastFailure)
+	}
 	return nil
+}
+
+// failed tells OnError of a failed request.
+func (p *processor) failed(err error) {
+	if p.onError != nil {
+		p.onError(err)
+	}
 }
 
 // finish drops m from what is held; acked puts its id in the next batch ack.
@@ -173,7 +197,9 @@ func (p *processor) keepLeases(ctx, settle context.Context) {
 		for _, m := range held {
 			touch := &call{method: http.MethodPost, path: "/touch/" + seg(p.topic) + "/" + seg(m.ID),
 				query: q, idempotent: true}
-			p.c.request(settle, touch, nil) //nolint:errcheck // the next touch tries again
+			if _, err := p.c.request(settle, touch, nil); err != nil {
+				p.failed(err) // the next touch tries again
+			}
 		}
 	}
 }
@@ -194,6 +220,7 @@ func (p *processor) flush(ctx context.Context) {
 	_, err := p.c.request(ctx, &call{method: http.MethodPost, path: "/ack/" + seg(p.topic),
 		query: p.groupQuery(), json: map[string]any{"ids": ids}, idempotent: true}, &out)
 	if err != nil {
+		p.failed(err)
 		p.mu.Lock()
 		p.done = append(ids, p.done...)
 		p.mu.Unlock()
@@ -209,7 +236,9 @@ func (p *processor) release(ctx context.Context, msgs []*Message) {
 			body["group"] = p.group
 		}
 		release := &call{method: http.MethodPost, path: "/api/queues/release", json: body, idempotent: true}
-		p.c.request(ctx, release, nil) //nolint:errcheck // its lease ends anyway
+		if _, err := p.c.request(ctx, release, nil); err != nil {
+			p.failed(err) // its lease ends anyway
+		}
 	}
 }
 
@@ -222,7 +251,9 @@ func (p *processor) requeue(ctx context.Context, m *Message, reason string) {
 	if p.group != "" {
 		body["group"] = p.group
 	}
-	p.c.request(ctx, &call{method: http.MethodPost, path: "/requeue", json: body}, nil) //nolint:errcheck // its lease ends anyway
+	if _, err := p.c.request(ctx, &call{method: http.MethodPost, path: "/requeue", json: body}, nil); err != nil {
+		p.failed(err) // its lease ends anyway
+	}
 }
 
 // poll long-polls for up to prefetch messages; none is an empty slice.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"sync"
 	"testing"
@@ -196,6 +197,44 @@ func TestProcessEndsOnARefusal(t *testing.T) {
 	var fe *ferry.Error
 	if !errors.As(err, &fe) || fe.Status != 400 || fe.Code != "invalid_name" {
 		t.Fatalf("Process on a bad name: %v; want a 400 invalid_name", err)
+	}
+}
+
+func TestProcessThatCannotReachTheBrokerSaysSo(t *testing.T) {
+	// An address nothing listens on: a port a listener had, closed again.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	c := newClient(t, "http://"+addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var heard []error
+	opts := &ferry.ProcessOptions{OnError: func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, err)
+		cancel() // stop once the failure is told: Process must not return nil
+	}}
+	done := runProcess(ctx, c, "orders", opts, func(context.Context, *ferry.Message) error {
+		t.Error("the handler ran without a broker")
+		return nil
+	})
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Process did not return within 20 s: no failure told to OnError ended it")
+	}
+	if !errors.Is(err, ferry.ErrConnection) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Process returned %v; want an error wrapping ErrConnection and context.Canceled", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) != 1 || !errors.Is(heard[0], ferry.ErrConnection) {
+		t.Fatalf("OnError heard %v; want one error wrapping ErrConnection", heard)
 	}
 }
 
