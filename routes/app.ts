@@ -9,7 +9,7 @@ import { BrokerError } from "../lib/errors.ts";
 import type { Logger } from "../lib/log.ts";
 import { acceptsOf, checkQuery } from "./accepts.ts";
 import { takesQueryKey } from "./auth.ts";
-import { cancelStalledReads } from "./body.ts";
+import { discardBody } from "./body.ts";
 import { problem, Query } from "./http.ts";
 import { Metrics } from "./metrics.ts";
 import { type AfterHook, type BeforeHook, type Ctx, type Route, Router } from "./router.ts";
@@ -81,7 +81,6 @@ export function createHandler(
   const metrics = opts.metrics ?? new Metrics({ process: false }).attach(broker);
   let counter = 0;
   let inFlight = 0;
-  let stallCheckAt = 0;
   const inFlightNow = () => inFlight;
 
   const shards = opts.shards;
@@ -91,10 +90,6 @@ export function createHandler(
     info?: Deno.ServeHandlerInfo,
   ): Promise<Response> {
     const t0 = performance.now();
-    if (t0 >= stallCheckAt) {
-      stallCheckAt = t0 + 1_000;
-      cancelStalledReads(t0);
-    }
     const given = req.headers.get("x-request-id");
     const requestId = given && REQUEST_ID.test(given)
       ? given
@@ -215,13 +210,4 @@ function errorResponse(
     });
   } catch { /* the log line is lost; the answer still goes out */ }
   return problem(new BrokerError("internal", "Internal error; see the broker log"), requestId);
-}
-
-/** Reads (and drops) a small unread body so the connection can be reused. */
-async function discardBody(req: Request): Promise<void> {
-  const declared = req.headers.get("content-length");
-  if (declared === null || Number(declared) > 65536) return; // let the connection close instead
-  try {
-    await req.arrayBuffer();
-  } catch { /* client gone */ }
 }

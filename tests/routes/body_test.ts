@@ -1,12 +1,14 @@
 /**
- * routes/body.ts through the HTTP server: JSON nested too deep, bodies that stop arriving, and
- * the header limits of the HTTP layer in front of the broker.
+ * routes/body.ts through the HTTP server: JSON nested too deep, bodies that stop arriving or
+ * trickle in (cut by the broker's own timer), and the header limits of the HTTP layer in front
+ * of the broker.
  */
 
-import { assertEquals, assertMatch } from "../_support/assert.ts";
-import { BODY_STALL_MS, cancelStalledReads } from "../../routes/body.ts";
+import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
+import { BODY_STALL_MS, bodyBounds, cancelStalledReads } from "../../routes/body.ts";
 import { assertProblem, assertRawProblem, consume, publish, rawRequest } from "../_support/http.ts";
 import { withBroker } from "../_support/server.ts";
+import { within } from "../_support/wait.ts";
 
 const deep = (n: number, leaf = "1") => "[".repeat(n) + leaf + "]".repeat(n);
 
@@ -52,7 +54,8 @@ Deno.test("a number field given as an array or object is 400, not read as its te
 
 Deno.test("a body that stops arriving is cancelled after BODY_STALL_MS with a 400", async () => {
   await withBroker({}, async (ctx) => {
-    const half = "POST /publish/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789";
+    const half =
+      "POST /publish/slow HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n0123456789";
     const res = await rawRequest(ctx.url, half, async () => {
       // The handler is reading the body once the broker has answered another request.
       await ctx.call("GET", "/healthz");
@@ -65,12 +68,73 @@ Deno.test("a body that stops arriving is cancelled after BODY_STALL_MS with a 40
   });
 });
 
+/** Runs `fn` with the body bounds shortened to `bounds`, and puts them back. */
+async function withBodyBounds(
+  bounds: Partial<typeof bodyBounds>,
+  fn: () => Promise<void>,
+): Promise<void> {
+  const saved = { ...bodyBounds };
+  Object.assign(bodyBounds, bounds);
+  try {
+    await fn();
+  } finally {
+    Object.assign(bodyBounds, saved);
+  }
+}
+
+Deno.test("a stalled body is cut by the broker's own timer, with no other request arriving", async () => {
+  await withBodyBounds({ stallMs: 300, checkMs: 50 }, async () => {
+    await withBroker({}, async (ctx) => {
+      const t0 = performance.now();
+      const res = await within(
+        rawRequest(
+          ctx.url,
+          "POST /publish/idle HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n0123456789",
+        ),
+        10_000,
+        "the stalled body's answer",
+      );
+      const waited = performance.now() - t0;
+      assertRawProblem(res, 400, "bad_request");
+      assertMatch(JSON.parse(res.body).detail, /no bytes came for 0\.3s/);
+      assert(waited >= 300, `cut after ${waited} ms, before the stall bound`);
+      assertEquals(ctx.broker.memory.held, 0, "the cut body holds nothing");
+    });
+  });
+});
+
+Deno.test("a body that trickles in is cut once it has taken the total bound", async () => {
+  await withBodyBounds({ stallMs: 10_000, totalMs: 400, checkMs: 50 }, async () => {
+    await withBroker({}, async (ctx) => {
+      const port = Number(new URL(ctx.url).port);
+      const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+      const enc = new TextEncoder();
+      await conn.write(
+        enc.encode("POST /publish/drip HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n"),
+      );
+      // A byte every 50 ms: never a stall, never the end.
+      const drip = setInterval(() => conn.write(enc.encode("x")).catch(() => {}), 50);
+      try {
+        const buf = new Uint8Array(4096);
+        const n = await within(conn.read(buf), 10_000, "the trickled body's answer");
+        const text = new TextDecoder().decode(buf.subarray(0, n ?? 0));
+        assertMatch(text, /^HTTP\/1\.1 400 /);
+        assertMatch(text, /it took longer than 0\.4s/);
+      } finally {
+        clearInterval(drip);
+        conn.close();
+      }
+      assertEquals((await ctx.call("GET", "/api/queues")).body, [], "nothing was published");
+    });
+  });
+});
+
 Deno.test("a body still arriving is not cancelled", async () => {
   await withBroker({}, async (ctx) => {
     const body = "a".repeat(1000);
     const res = await rawRequest(
       ctx.url,
-      `POST /publish/fine HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      `POST /publish/fine HTTP/1.1\r\nHost: localhost\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
       () => cancelStalledReads(performance.now() + BODY_STALL_MS - 1_000),
     );
     assertEquals(res.status, 201, res.body);
@@ -101,15 +165,18 @@ Deno.test("past the HTTP layer's header limits the runtime answers 400 and the b
     const lines = Array.from({ length: 140 }, (_, i) => `X-MQ-h${i}: v\r\n`).join("");
     const tooMany = await rawRequest(
       ctx.url,
-      `POST /publish/lim HTTP/1.1\r\nHost: x\r\n${lines}Content-Length: 1\r\n\r\nx`,
+      `POST /publish/lim HTTP/1.1\r\nHost: localhost\r\n${lines}Content-Length: 1\r\n\r\nx`,
     );
     assertEquals(tooMany.status, 400, "more than 128 header lines");
     const huge = await rawRequest(
       ctx.url,
-      `GET /healthz HTTP/1.1\r\nHost: x\r\nX-MQ-a: ${"a".repeat(70_000)}\r\n\r\n`,
+      `GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-MQ-a: ${"a".repeat(70_000)}\r\n\r\n`,
     );
     assertEquals(huge.status, 400, "a header block over 64 KiB");
-    const uri = await rawRequest(ctx.url, `GET /${"u".repeat(70_000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    const uri = await rawRequest(
+      ctx.url,
+      `GET /${"u".repeat(70_000)} HTTP/1.1\r\nHost: localhost\r\n\r\n`,
+    );
     assertEquals(uri.status, 400, "a request line over 64 KiB");
     await publish(ctx, "lim", "still here");
   });
