@@ -417,6 +417,7 @@ export function appOptions(config: Config, log: Logger, rt: Runtime): AppOptions
   if (authEnabled(config)) {
     opts.before!.push(authHook(rt.keys, {
       admit: (key, messages, bytes) => rt.limiter.admit(key, messages, bytes),
+      take: (key, messages, bytes) => rt.limiter.take(key, messages, bytes),
       refused: rt.metrics.rateLimited,
     }));
   }

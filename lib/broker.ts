@@ -21,7 +21,7 @@ import { redrive } from "./delivery/dead_letter.ts";
 import { BrokerError } from "./errors.ts";
 import type { Group } from "./delivery/group.ts";
 import { type Logger, silentLogger } from "./log.ts";
-import { MemoryBudget } from "./memory/budget.ts";
+import { type BodyHold, MemoryBudget } from "./memory/budget.ts";
 import { checkName } from "./names.ts";
 import { loadNodeId } from "./node_id.ts";
 import * as publishing from "./publish.ts";
@@ -393,11 +393,11 @@ export class Broker implements BrokerContext {
     return publishBatch(this, name, items);
   }
 
-  reserve(name: string, payloadBytes: number): () => void {
+  reserve(name: string, declaredBytes: number): BodyHold {
     this.#gate();
     this.#intact("publish to", name);
     this.disk?.assertRoom(name);
-    return publishing.reserve(this, name, payloadBytes);
+    return publishing.reserve(this, name, declaredBytes);
   }
 
   broadcast(name: string, payload: Uint8Array, opts?: publishing.PublishOptions): number {

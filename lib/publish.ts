@@ -8,7 +8,7 @@ import { MAX_PAYLOAD_BYTES } from "./config.ts";
 import type { Consumers } from "./delivery/consumers.ts";
 import type { BrokerContext } from "./context.ts";
 import { BrokerError } from "./errors.ts";
-import { heldSize } from "./memory/budget.ts";
+import { type BodyHold, heldSize } from "./memory/budget.ts";
 import type { SeenKey } from "./idempotency.ts";
 import { internHeaders, NORMAL, StoredMessage } from "./message.ts";
 import { checkName } from "./names.ts";
@@ -136,12 +136,15 @@ export function seenAnswer(topic: Topic, seen: SeenKey, opts: PublishOptions): P
 }
 
 /**
- * Admits a publish body of `payloadBytes` before it is read (429 memory_full when the budget
- * has no room) and counts it until the returned function is called, once the body is read:
- * bodies in flight cannot take the broker past its budget either.
+ * Admits a publish body that declares `declaredBytes` before it is read (429 memory_full when
+ * the budget has no room for it) and counts its bytes as they arrive until `release()`, once
+ * the body is read: bodies in flight cannot take the broker past its budget either.
  */
-export function reserve(ctx: BrokerContext, name: string, payloadBytes: number): () => void {
-  return counted(ctx.findTopic(name), () => ctx.memory.reserve(name, payloadBytes));
+export function reserve(ctx: BrokerContext, name: string, declaredBytes: number): BodyHold {
+  return ctx.memory.reserve(name, declaredBytes, () => {
+    const topic = ctx.findTopic(name);
+    if (topic) topic.counters.rejectedMemoryFull++;
+  });
 }
 
 /** Runs a budget check, counting a refusal of `messages` on the topic when it exists. */

@@ -80,9 +80,7 @@ export class RateLimiter {
    * its buckets), else the ms to wait before one can be.
    */
   admit(key: ApiKey, messages: number, bytes: number): number {
-    // A key found before a reload (SIGHUP) is found again by its digest.
-    const known = this.#byKey.get(key);
-    const slot = known === undefined ? this.#slots.get(hexOf(key.digest)) : known;
+    const slot = this.#slotOf(key);
     if (!slot) return 0;
     const { messagesPerSecond: m, bytesPerSecond: y } = slot.key.limits;
     const at = slot.index * FIELDS;
@@ -100,6 +98,39 @@ export class RateLimiter {
     } finally {
       Atomics.store(locks, slot.index, 0);
     }
+  }
+
+  /**
+   * Takes `messages` and `bytes` from `key`'s buckets without refusing: the rest of a publish
+   * admitted before its body was read (a negative count gives back an estimate).
+   */
+  take(key: ApiKey, messages: number, bytes: number): void {
+    const slot = this.#slotOf(key);
+    if (!slot) return;
+    const { messagesPerSecond: m, bytesPerSecond: y } = slot.key.limits;
+    const at = slot.index * FIELDS;
+    const locks = this.#locks;
+    while (Atomics.compareExchange(locks, slot.index, 0, 1) !== 0) { /* spin */ }
+    try {
+      const now = this.clock();
+      const s = this.#state;
+      if (m !== undefined) {
+        this.#refill(at, m, now);
+        s[at] = Math.min(m, s[at]! - messages);
+      }
+      if (y !== undefined) {
+        this.#refill(at + 2, y, now);
+        s[at + 2] = Math.min(y, s[at + 2]! - bytes);
+      }
+    } finally {
+      Atomics.store(locks, slot.index, 0);
+    }
+  }
+
+  /** The buckets of `key`; a key found before a reload (SIGHUP) is found again by its digest. */
+  #slotOf(key: ApiKey): Slot | null | undefined {
+    const known = this.#byKey.get(key);
+    return known === undefined ? this.#slots.get(hexOf(key.digest)) : known;
   }
 
   /** Refills the bucket at `i` (tokens, then its last refill) to `now`; ms until it is not empty. */

@@ -67,6 +67,8 @@ export function authHook(keys: KeyRing, limits?: PublishLimits): BeforeHook {
 export interface PublishLimits {
   /** 0 when admitted, else the ms to wait. */
   admit(key: ApiKey, messages: number, bytes: number): number;
+  /** Takes without refusing: the rest of a publish admitted before its body was read. */
+  take(key: ApiKey, messages: number, bytes: number): void;
   refused(name: string): void;
 }
 
@@ -84,6 +86,9 @@ function caller(key: ApiKey, limits: PublishLimits | undefined): Caller {
         `API key "${name}" publishes past its limit; retry in ${Math.ceil(waitMs / 1000)} s`,
         Math.ceil(waitMs / 1000),
       );
+    },
+    take(messages, bytes) {
+      limits?.take(key, messages, bytes);
     },
   };
 }

@@ -12,7 +12,7 @@ import { publishedText } from "./wire.ts";
 import { MAX_PAYLOAD_BYTES, MAX_TIME_MS } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
-import { readBody } from "./body.ts";
+import { declaredLength, readBody } from "./body.ts";
 import { describe, json, jsonText } from "./http.ts";
 import { schemaRef } from "../protocol/schemas.ts";
 import type { Ctx, Route } from "./router.ts";
@@ -104,22 +104,25 @@ async function publish(req: Request, ctx: Ctx): Promise<Response> {
     );
   }
   const key = req.headers.get("idempotency-key");
-  // A body being read counts against the memory budget (its Content-Length, or the most a
-  // body may be), so a full broker refuses before reading it.
-  const declared = Number(req.headers.get("content-length") ?? MAX_PAYLOAD_BYTES);
-  const release = !broadcast && declared > 0 && declared <= MAX_PAYLOAD_BYTES
+  // The key's limit and the budget are asked before a byte is read: a key past its limit or a
+  // full broker holds nothing of the body. The body then counts against the budget as it
+  // arrives, so a stalled one holds what it sent, not what it declared.
+  const chunked = !req.headers.has("content-length");
+  const declared = declaredLength(req, MAX_PAYLOAD_BYTES);
+  ctx.caller?.admit(1, declared);
+  const hold = !broadcast && (declared > 0 || chunked)
     ? ctx.broker.reserve(topic, declared)
     : undefined;
   let payload: Uint8Array;
   try {
-    payload = await readBody(req, MAX_PAYLOAD_BYTES, allocPayload);
+    payload = await readBody(req, MAX_PAYLOAD_BYTES, allocPayload, hold);
   } finally {
-    release?.(); // from here the message counts its own bytes
+    hold?.release(); // from here the message counts its own bytes
   }
+  if (chunked) ctx.caller?.take(0, payload.length);
   // An empty body is refused by the broker's own payload check, with the same code and text.
   if (key !== null) opts.idempotencyKey = checkKey(key);
   else if (idem === "auto") opts.idempotencyKey = await autoKey(payload);
-  ctx.caller?.admit(1, payload.length);
   return publishOrBroadcast(ctx.broker, topic, payload, opts, broadcast);
 }
 

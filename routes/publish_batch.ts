@@ -17,7 +17,7 @@ import { checkName } from "../lib/names.ts";
 import { schemaRef } from "../protocol/schemas.ts";
 import type { BatchPublishMessage } from "../protocol/wire.ts";
 import { type Accepts, checkFields } from "./accepts.ts";
-import { readBody } from "./body.ts";
+import { declaredLength, readBody } from "./body.ts";
 import { describe, durationIn, jsonText } from "./http.ts";
 import { MAX_HEADER_BYTES, MAX_KEY_LENGTH, PUBLISH_ERRORS } from "./publish.ts";
 import { durationSchema, query, type RouteDoc } from "./route_doc.ts";
@@ -272,16 +272,18 @@ async function publishBatch(req: Request, ctx: Ctx): Promise<Response> {
   if (idem !== undefined && idem !== "" && idem !== "auto") {
     throw bad("invalid_parameter", `Invalid idempotency "${idem}": the only value is auto`);
   }
-  // As for a single publish, the body counts against the memory budget while it is read.
-  const declared = Number(req.headers.get("content-length") ?? MAX_BATCH_BODY_BYTES);
-  const release = declared > 0 && declared <= MAX_BATCH_BODY_BYTES
-    ? ctx.broker.reserve(topic, declared)
-    : undefined;
+  // As for a single publish, the key's limit and the budget come before the body, which counts
+  // as it arrives. The count of messages is not known yet: the key is charged one message and
+  // the body's length now, and the rest (or back the difference) once the batch is parsed.
+  const chunked = !req.headers.has("content-length");
+  const declared = declaredLength(req, MAX_BATCH_BODY_BYTES);
+  ctx.caller?.admit(1, declared);
+  const hold = declared > 0 || chunked ? ctx.broker.reserve(topic, declared) : undefined;
   let body: Uint8Array;
   try {
-    body = await readBody(req, MAX_BATCH_BODY_BYTES);
+    body = await readBody(req, MAX_BATCH_BODY_BYTES, undefined, hold);
   } finally {
-    release?.();
+    hold?.release();
   }
   if (body.length === 0) {
     throw new BrokerError("empty_body", `Cannot publish to "${topic}": the body is empty`);
@@ -304,7 +306,7 @@ async function publishBatch(req: Request, ctx: Ctx): Promise<Response> {
   }
   let bytes = 0;
   for (const item of items) bytes += item.payload.length;
-  ctx.caller?.admit(items.length, bytes);
+  ctx.caller?.take(items.length - 1, bytes - declared);
   const results = await ctx.broker.publishBatch(topic, items);
   ctx.metrics.observeBatch(items.length);
   const stored = results.some((r) => !r.deduplicated);

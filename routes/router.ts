@@ -23,6 +23,11 @@ export interface Caller {
   digest: Uint8Array;
   /** Counts a publish of `messages` carrying `bytes` against the key's limits; throws 429. */
   admit(messages: number, bytes: number): void;
+  /**
+   * Counts `messages` and `bytes` more without refusing: what a publish admitted before its body
+   * was read turns out to carry beyond what `admit` took (negative gives back).
+   */
+  take(messages: number, bytes: number): void;
 }
 
 export interface Ctx {

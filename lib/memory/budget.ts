@@ -1,7 +1,7 @@
 /**
  * @module The memory budget (BROKER_MAX_MEMORY): the bytes the broker holds for its messages
  * (payload while in memory, plus a fixed per-message overhead), its remembered idempotency keys
- * and the publish bodies being read; the rate at which they are freed; and the refusal
+ * and the bytes of publish bodies being read, as they arrive; the rate at which they are freed; and the refusal
  * (`memory_full`, with a Retry-After from that rate) when a publish would pass the budget.
  * Moves between topics (dead-lettering, redrive) are never refused: they free what they take.
  */
@@ -97,19 +97,30 @@ export class MemoryBudget {
   }
 
   /**
-   * Admits a publish body of `payloadBytes` about to be read and counts it until the returned
-   * function is called (the body is read, and its message counts itself, or the client left).
-   * Giving a reservation back is not draining: it leaves the drain rate alone.
+   * Admits a publish body that declares `declaredBytes` (0 when it does not say), refused when
+   * that much could not be held now, and counts its bytes as they arrive (`add`, refused past the
+   * budget) until `release`: a body that stalls holds what it sent, not what it declared.
+   * `refused` hears each refusal. Giving the bytes back is not draining: the drain rate stays.
    */
-  reserve(topic: string, payloadBytes: number): () => void {
-    this.admit(topic, payloadBytes);
-    const bytes = heldSize(payloadBytes);
+  reserve(topic: string, declaredBytes: number, refused?: () => void): BodyHold {
+    try {
+      this.admit(topic, declaredBytes);
+    } catch (e) {
+      refused?.();
+      throw e;
+    }
+    return new BodyHold(this, topic, refused);
+  }
+
+  /** Counts `bytes` of a body being read; `memory_full` when they would pass the budget. */
+  holdBody(topic: string, bytes: number): void {
+    this.admit(topic, bytes, 0);
     this.held += bytes;
-    let reserved = true;
-    return () => {
-      if (reserved) this.held -= bytes;
-      reserved = false;
-    };
+  }
+
+  /** Gives back `bytes` of a body that was being read. */
+  releaseBody(bytes: number): void {
+    this.held -= bytes;
   }
 
   /**
@@ -128,5 +139,33 @@ export class MemoryBudget {
         `${this.budget} (BROKER_MAX_MEMORY); retry once consumers have taken some`,
       Math.min(RETRY_MAX_S, Math.max(RETRY_MIN_S, wait)),
     );
+  }
+}
+
+/** What a publish body being read holds of the budget (MemoryBudget.reserve). */
+export class BodyHold {
+  #bytes = 0;
+
+  constructor(
+    private readonly budget: MemoryBudget,
+    private readonly topic: string,
+    private readonly refused?: () => void,
+  ) {}
+
+  /** Counts `bytes` more of the body; throws `memory_full` when they would pass the budget. */
+  add(bytes: number): void {
+    try {
+      this.budget.holdBody(this.topic, bytes);
+    } catch (e) {
+      this.refused?.();
+      throw e;
+    }
+    this.#bytes += bytes;
+  }
+
+  /** Gives back what the body holds (read, and its message counts itself; or abandoned). */
+  release(): void {
+    this.budget.releaseBody(this.#bytes);
+    this.#bytes = 0;
   }
 }

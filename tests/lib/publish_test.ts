@@ -106,20 +106,22 @@ Deno.test("publish() past the memory budget refuses with memory_full and a Retry
   await t.close();
 });
 
-Deno.test("reserve() holds a body's bytes against the budget until given back", async () => {
+Deno.test("reserve() counts a body's bytes against the budget until given back", async () => {
   const t = await openBroker({ maxMemoryBytes: heldSize(100) });
   const b = t.broker;
-  const giveBack = reserve(b, "t", 100);
-  assertEquals(b.memory.held, heldSize(100));
-  assertThrows(() => reserve(b, "t", 1), "memory_full");
-  await assertRejects(() => publish(b, "t", bytes("x")), "memory_full");
+  const hold = reserve(b, "t", 100);
+  assertEquals(b.memory.held, 0, "nothing held before a byte arrives");
+  hold.add(100);
+  assertEquals(b.memory.held, 100);
+  assertThrows(() => reserve(b, "t", 1000), "memory_full");
+  await assertRejects(() => publish(b, "t", bytes("x".repeat(500))), "memory_full");
   assertEquals(b.findTopic("t")!.counters.rejectedMemoryFull, 1, "counted once the topic exists");
-  assertThrows(() => reserve(b, "t", 1), "memory_full");
-  assertEquals(b.findTopic("t")!.counters.rejectedMemoryFull, 2);
-  giveBack();
-  giveBack(); // twice is harmless
+  assertThrows(() => hold.add(1000), "memory_full");
+  assertEquals(b.findTopic("t")!.counters.rejectedMemoryFull, 2, "a refused chunk counts too");
+  hold.release();
+  hold.release(); // twice is harmless
   assertEquals(b.memory.held, 0);
-  reserve(b, "t", 100)();
+  reserve(b, "t", 100).release();
   await t.close();
 });
 

@@ -7,8 +7,9 @@
 
 import { assert, assertEquals, assertMatch } from "../_support/assert.ts";
 import { MESSAGE_OVERHEAD_BYTES } from "../../lib/memory/budget.ts";
-import { assertProblem, consume, publish, rawRequest } from "../_support/http.ts";
-import { withBroker } from "../_support/server.ts";
+import { assertProblem, assertRawProblem, consume, publish, rawRequest } from "../_support/http.ts";
+import { type TestBroker, withBroker } from "../_support/server.ts";
+import { eventually } from "../_support/wait.ts";
 
 const MIB = 1024 * 1024;
 const big = () => new Uint8Array(2 * MIB).fill(0x62);
@@ -54,7 +55,7 @@ Deno.test("a full broker refuses a publish from its Content-Length, before readi
     // Headers promise 2 MiB, and no byte of the body is sent: the answer comes anyway.
     const res = await rawRequest(
       ctx.url,
-      `POST /publish/early HTTP/1.1\r\nHost: x\r\nContent-Length: ${2 * MIB}\r\n\r\n`,
+      `POST /publish/early HTTP/1.1\r\nHost: localhost\r\nContent-Length: ${2 * MIB}\r\n\r\n`,
     );
     assertEquals(res.status, 429, res.body);
     assertEquals(JSON.parse(res.body).code, "memory_full");
@@ -158,34 +159,67 @@ Deno.test("idempotency keys count against the budget for their window, then give
   });
 });
 
-Deno.test("bodies being read count against the budget until they are read or abandoned", async () => {
+/** The bytes the broker holds, as /api/stats says (asking over HTTP lets the server run). */
+async function heldBytes(ctx: TestBroker): Promise<number> {
+  return (await ctx.call("GET", "/api/stats")).body.memory.held_bytes;
+}
+
+/** Opens a publish whose headers declare `declared` bytes and sends only `sent` of them. */
+async function stalledPublish(ctx: TestBroker, path: string, declared: number, sent: string) {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port: Number(new URL(ctx.url).port) });
+  await conn.write(
+    new TextEncoder().encode(
+      `POST ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: ${declared}\r\n\r\n${sent}`,
+    ),
+  );
+  return conn;
+}
+
+Deno.test("stalled bodies hold the bytes they sent, not the Content-Length they declared", async () => {
   await withBroker({ ...IN_MEMORY, maxMemoryBytes: 8 * MIB }, async (ctx) => {
-    const port = Number(new URL(ctx.url).port);
-    const slow: Deno.Conn[] = [];
-    for (let i = 0; i < 3; i++) {
-      const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-      await conn.write(
-        new TextEncoder().encode(
-          `POST /publish/slow HTTP/1.1\r\nHost: x\r\nContent-Length: ${2 * MIB}\r\n\r\nab`,
-        ),
-      );
-      slow.push(conn);
+    const slow = [
+      await stalledPublish(ctx, "/publish/slow", 2 * MIB, "ab"),
+      await stalledPublish(ctx, "/publish/slow", 2 * MIB, "cd"),
+      await stalledPublish(ctx, "/publish/slow/batch", 4 * MIB, "[{"),
+    ];
+    try {
+      await eventually(async () => await heldBytes(ctx) === 6, 5_000, "the bodies' first bytes");
+      // 6 bytes of the 8 MiB are held, not 8 MiB: three 2 MiB messages still fit.
+      for (let i = 0; i < 3; i++) {
+        const res = await ctx.call("POST", "/publish/other", { body: big() });
+        assertEquals(res.status, 201, res.text);
+      }
+      assertEquals(await heldBytes(ctx), 3 * (2 * MIB + MESSAGE_OVERHEAD_BYTES) + 6);
+    } finally {
+      for (const c of slow) c.close();
     }
-    // Three 2 MiB bodies are on their way: 6 MiB of the 8 are spoken for.
-    let full;
-    for (let i = 0; i < 50; i++) {
-      full = await ctx.call("POST", "/publish/other", { body: big() });
-      if (full.status === 429) break;
-      const m = await consume(ctx, "other", "auto_ack=true"); // keep nothing but the reservations
-      assert(m.id);
-    }
-    assertProblem(full!, 429, "memory_full");
-    for (const c of slow) c.close();
-    // The broker sees the clients leave as its body reads fail; then their room is free again.
-    for (let i = 0; i < 400 && ctx.broker.memory.held > 0; i++) {
-      await new Promise((r) => setTimeout(r, 5));
-    }
-    await publish(ctx, "other", big());
-    assertEquals(ctx.broker.memory.held, 2 * MIB + MESSAGE_OVERHEAD_BYTES);
+    // The broker sees the clients leave as their body reads fail; then their bytes are free.
+    await eventually(
+      async () => await heldBytes(ctx) === 3 * (2 * MIB + MESSAGE_OVERHEAD_BYTES),
+      5_000,
+      "the abandoned bodies' bytes given back",
+    );
+  });
+});
+
+Deno.test("a body whose bytes would pass the budget as they arrive is cut with 429 memory_full", async () => {
+  await withBroker({ ...IN_MEMORY, maxMemoryBytes: 3 * MIB }, async (ctx) => {
+    await publish(ctx, "m", big());
+    // Chunked: no length to refuse it by, so its bytes are counted until they do not fit.
+    const chunk = "x".repeat(256 * 1024);
+    const chunks = Array.from({ length: 8 }, () => `${chunk.length.toString(16)}\r\n${chunk}\r\n`);
+    const res = await rawRequest(
+      ctx.url,
+      "POST /publish/m HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n" +
+        chunks.join("") + "0\r\n\r\n",
+    );
+    assertRawProblem(res, 429, "memory_full");
+    assertMatch(JSON.parse(res.body).detail, /BROKER_MAX_MEMORY/);
+    assertEquals(
+      await heldBytes(ctx),
+      2 * MIB + MESSAGE_OVERHEAD_BYTES,
+      "the cut body holds nothing",
+    );
+    await publish(ctx, "m", "small");
   });
 });

@@ -17,6 +17,7 @@ import {
   UUID_V7,
 } from "../_support/http.ts";
 import { bind, Clock, startBroker, withBroker } from "../_support/server.ts";
+import { within } from "../_support/wait.ts";
 
 const MB2 = 2 * 1024 * 1024;
 
@@ -405,5 +406,49 @@ Deno.test("POST /publish to a topic with retain gets that ttl", async () => {
     assertEquals(textOf(peeked), "r");
     await ctx.tick(2_000);
     await assertEmpty(ctx, "kept");
+  });
+});
+
+/**
+ * Sends a publish's headers, with a body of `declared` bytes that never comes, and resolves with
+ * the answer's first line and body: a refusal must not wait for the body.
+ */
+async function answerBeforeBody(url: string, path: string, headers: string, declared: number) {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port: Number(new URL(url).port) });
+  try {
+    await conn.write(
+      new TextEncoder().encode(
+        `POST ${path} HTTP/1.1\r\nHost: localhost\r\n${headers}Content-Length: ${declared}\r\n\r\n`,
+      ),
+    );
+    const buf = new Uint8Array(4096);
+    const n = await within(conn.read(buf), 5_000, `an answer to ${path} before its body`);
+    const text = new TextDecoder().decode(buf.subarray(0, n ?? 0));
+    return {
+      status: text.slice(0, text.indexOf("\r\n")),
+      body: text.slice(text.indexOf("\r\n\r\n") + 4),
+    };
+  } finally {
+    conn.close();
+  }
+}
+
+Deno.test("a key past its publish limit is refused 429 before the broker reads its body", async () => {
+  const key = "slow-aaaaaaaaaaaaaaaaaaaa";
+  await withBroker({ apiKeys: `${key}:publish name=slow rate=1/s` }, async (ctx) => {
+    // A batch of 30 is admitted as one message, then charged the other 29: 29 s in debt.
+    const batch = await ctx.call("POST", "/publish/rl/batch", {
+      json: Array.from({ length: 30 }, (_, i) => ({ payload_text: `m${i}` })),
+      headers: { "x-api-key": key },
+    });
+    assertEquals(batch.status, 201, batch.text);
+    const held = ctx.broker.memory.held;
+    for (const path of ["/publish/rl", "/publish/rl/batch"]) {
+      const res = await answerBeforeBody(ctx.url, path, `X-API-Key: ${key}\r\n`, 1_000_000);
+      assertEquals(res.status, "HTTP/1.1 429 Too Many Requests", res.body);
+      assertEquals(JSON.parse(res.body).code, "rate_limited");
+      assertMatch(JSON.parse(res.body).detail, /"slow"/);
+    }
+    assertEquals(ctx.broker.memory.held, held, "nothing of the refused bodies is held");
   });
 });

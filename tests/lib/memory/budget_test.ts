@@ -48,15 +48,21 @@ Deno.test("BROKER_MAX_MEMORY takes sizes, bytes and a share of physical memory",
   assertEquals(loadConfig({}).maxMemoryBytes, Math.floor(Deno.systemMemoryInfo().total * 0.4));
 });
 
-Deno.test("MemoryBudget.reserve() holds a body's bytes until given back, without counting as drain", () => {
+Deno.test("MemoryBudget.reserve() admits a declared body and holds only the bytes that arrive", () => {
   const m = new MemoryBudget(4 * MIB);
   m.tick(0);
-  const give = m.reserve("t", 3 * MIB);
-  assertEquals(m.held, heldSize(3 * MIB));
-  assertThrows(() => m.reserve("t", MIB), "memory_full");
-  give();
-  give(); // twice is once
+  let refused = 0;
+  assertThrows(() => m.reserve("t", 4 * MIB, () => refused++), "memory_full");
+  const hold = m.reserve("t", 3 * MIB, () => refused++);
+  assertEquals(m.held, 0, "what is declared is not held");
+  hold.add(MIB);
+  hold.add(MIB);
+  assertEquals(m.held, 2 * MIB);
+  assertThrows(() => hold.add(2 * MIB + 1), "memory_full");
+  assertEquals([m.held, refused], [2 * MIB, 2]);
+  hold.release();
+  hold.release(); // twice is once
   assertEquals(m.held, 0);
   m.tick(1000);
-  assertEquals(m.drainRate, 0, "a returned reservation is not consumers freeing memory");
+  assertEquals(m.drainRate, 0, "a body given back is not consumers freeing memory");
 });
