@@ -17,6 +17,7 @@ import type { Logger } from "./lib/log.ts";
 import { Metrics } from "./routes/metrics.ts";
 import type { AppOptions } from "./routes/app.ts";
 import { authHook } from "./routes/auth.ts";
+import { sitePolicy } from "./routes/site_policy.ts";
 import { metricsHook } from "./routes/ops.ts";
 import { auditHook } from "./routes/audit.ts";
 import { clusterHook } from "./routes/cluster.ts";
@@ -410,6 +411,7 @@ export function appOptions(config: Config, log: Logger, rt: Runtime): AppOptions
     streams: rt.streams,
     before: [],
     after: [metricsHook(rt.metrics)],
+    site: sitePolicy(config),
   };
   const idle = rt.idle;
   if (idle) opts.after!.push(() => idle.touch());

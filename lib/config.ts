@@ -79,6 +79,10 @@ export interface Config {
   webhookAllow: string;
   /** File of the key that seals webhook secrets; empty: `<data dir>/webhook.key`. */
   webhookKeyFile: string;
+  /** Origins besides the broker's own whose browser pages may change state (routes/site_policy.ts). */
+  allowedOrigins: string[];
+  /** Host names besides loopback ones a request may name (`*`: any); checked on a loopback bind, or when set. */
+  allowedHosts: string[];
   logLevel: LogLevel;
   accessLog: boolean;
   /** A WAL file is rewritten once it holds this many times more records than live state. */
@@ -336,6 +340,20 @@ export const SETTINGS: readonly Setting[] = [
     apply: (c, v) => c.webhookKeyFile = v,
   },
   {
+    env: "BROKER_ALLOWED_ORIGINS",
+    flag: "--allowed-origins",
+    def: "",
+    help: "origins besides the broker's own whose pages may change state (https://ops.example.com)",
+    apply: (c, v) => c.allowedOrigins = origins("BROKER_ALLOWED_ORIGINS", v),
+  },
+  {
+    env: "BROKER_ALLOWED_HOSTS",
+    flag: "--allowed-hosts",
+    def: "",
+    help: "host names a request may name besides localhost, 127.0.0.1 and [::1] (* for any)",
+    apply: (c, v) => c.allowedHosts = hostNames("BROKER_ALLOWED_HOSTS", v),
+  },
+  {
     env: "BROKER_LOG_LEVEL",
     flag: "--log-level",
     def: "info",
@@ -510,6 +528,34 @@ export const SETTINGS: readonly Setting[] = [
     },
   },
 ];
+
+/** Origins (`https://ops.example.com`, no path), comma-separated, as browsers send them. */
+function origins(name: string, v: string): string[] {
+  if (v.trim() === "") return [];
+  return v.split(",").map((e) => {
+    const t = e.trim();
+    const url = URL.canParse(t) ? new URL(t) : undefined;
+    if (
+      !url || !/^https?:$/.test(url.protocol) || url.username || url.password ||
+      !/^https?:\/\/[^/?#]+\/?$/.test(t)
+    ) {
+      throw new Error(`${name} must list origins like https://ops.example.com, got "${t}"`);
+    }
+    return url.origin;
+  });
+}
+
+/** Host names or addresses without a port (`ferry.internal`, `[fd00::5]`), or `*`. */
+function hostNames(name: string, v: string): string[] {
+  if (v.trim() === "") return [];
+  return v.split(",").map((e) => {
+    const t = e.trim().toLowerCase();
+    if (t !== "*" && !/^[0-9a-z._-]+$|^\[[0-9a-f:.]+\]$/.test(t)) {
+      throw new Error(`${name} must list host names like ferry.internal (no port), got "${t}"`);
+    }
+    return t;
+  });
+}
 
 /** etcd endpoints: `host:port` or `http(s)://host:port`, comma-separated. */
 function endpoints(name: string, v: string): string[] {

@@ -1,7 +1,7 @@
 /**
- * createHandler(broker): request ids, the drain gate, the route table, the hook where auth
- * checks a request before its route, the refusal of unknown query parameters, and the one place
- * errors become problem responses.
+ * createHandler(broker): request ids, the site checks (routes/site_policy.ts), the drain gate,
+ * the route table, the hook where auth checks a request before its route, the refusal of unknown
+ * query parameters, and the one place errors become problem responses.
  */
 
 import type { BrokerApi, MetricsSource, OpenStreams } from "../lib/api.ts";
@@ -14,6 +14,7 @@ import { problem, Query } from "./http.ts";
 import { Metrics } from "./metrics.ts";
 import { type AfterHook, type BeforeHook, type Ctx, type Route, Router } from "./router.ts";
 import { dispatch, type Shards } from "./shards.ts";
+import type { SitePolicy } from "./site_policy.ts";
 import { publishRoutes } from "./publish.ts";
 import { publishBatchRoutes } from "./publish_batch.ts";
 import { consumeRoutes } from "./consume.ts";
@@ -56,6 +57,8 @@ export interface AppOptions {
   shards?: Shards;
   /** Where SSE streams and WebSockets opened with a key are kept, so a key reload ends them. */
   streams?: OpenStreams;
+  /** Which hosts and browser origins may drive the broker (default: any). */
+  site?: SitePolicy;
 }
 
 /**
@@ -82,6 +85,7 @@ export function createHandler(
   let counter = 0;
   let inFlight = 0;
   const inFlightNow = () => inFlight;
+  const site = opts.site;
 
   const shards = opts.shards;
   async function serve(
@@ -102,7 +106,13 @@ export function createHandler(
     try {
       const target = requestTarget(req);
       path = target.path;
+      // A forwarded request was checked by the worker that took it.
+      if (site && !forwarded) site.checkHost(target.origin);
       const m = router.match(req.method, path);
+      if (site && !forwarded && m && "route" in m) {
+        route = m.route;
+        site.checkSite(req, m.route, target.origin, path);
+      }
       if (broker.draining && !(m && "route" in m && m.route.whileDraining)) {
         throw broker.drainingError();
       }
@@ -167,8 +177,11 @@ export function createHandler(
   return Object.assign(handle, { forwarded: (req: Request) => serve(req, true) });
 }
 
-/** The path and query of a request; 400 when its URL cannot be read (a bad Host header). */
-function requestTarget(req: Request): { path: string; search: string } {
+/**
+ * The origin (`scheme://authority`), path and query of a request; 400 when its URL cannot be
+ * read (a bad Host header).
+ */
+function requestTarget(req: Request): { origin: string; path: string; search: string } {
   let url: string;
   try {
     url = req.url;
@@ -176,11 +189,12 @@ function requestTarget(req: Request): { path: string; search: string } {
     throw new BrokerError("bad_request", "Cannot read the request URL: check the Host header");
   }
   const start = url.indexOf("/", url.indexOf("//") + 2);
-  if (start < 0) return { path: "/", search: "" };
+  if (start < 0) return { origin: url, path: "/", search: "" };
+  const origin = url.slice(0, start);
   const q = url.indexOf("?", start);
   return q < 0
-    ? { path: url.slice(start), search: "" }
-    : { path: url.slice(start, q), search: url.slice(q + 1) };
+    ? { origin, path: url.slice(start), search: "" }
+    : { origin, path: url.slice(start, q), search: url.slice(q + 1) };
 }
 
 /** A value from the request for an error message: bounded, so a huge path stays out of logs. */

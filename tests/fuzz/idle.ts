@@ -40,14 +40,17 @@ export function probeSummary(p: IdleProbe): string {
 /** Opens the idle and half-sent connections and watches them in the background. */
 export async function openIdleProbes(port: number, keys: Keys): Promise<IdleProbe[]> {
   const A = `Authorization: Bearer ${keys.admin}\r\n`;
-  const post = "POST /publish/fz-idle HTTP/1.1\r\nHost: x\r\n" + A;
+  const post = "POST /publish/fz-idle HTTP/1.1\r\nHost: localhost\r\n" + A;
   const kinds: [string, string][] = [
     ["idle: connected, nothing sent", ""],
     ["half-sent request line", "GET /heal"],
-    ["headers without their blank line", "GET /healthz HTTP/1.1\r\nHost: x\r\n"],
+    ["headers without their blank line", "GET /healthz HTTP/1.1\r\nHost: localhost\r\n"],
     ["body short of its Content-Length", `${post}Content-Length: 10\r\n\r\nab`],
     ["chunked body never finished", `${post}Transfer-Encoding: chunked\r\n\r\n5\r\nab`],
-    ["keep-alive connection idle after an answer", "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"],
+    [
+      "keep-alive connection idle after an answer",
+      "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    ],
   ];
   const probes: IdleProbe[] = [];
   for (const [name, text] of kinds) {

@@ -212,10 +212,10 @@ export function framingCases(keys: Keys): RawCase[] {
 function seedRequest(r: Rand, keys: Keys): Uint8Array {
   const A = `Authorization: Bearer ${keys.admin}\r\n`;
   return enc.encode(r.pick([
-    "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
-    `POST /publish/fz-raw?priority=high HTTP/1.1\r\nHost: x\r\n${A}X-MQ-a: b\r\nContent-Length: 5\r\n\r\nhello`,
-    `GET /consume/fz-raw?limit=2&visibility=1ms HTTP/1.1\r\nHost: x\r\n${A}\r\n`,
-    `POST /api/topics HTTP/1.1\r\nHost: x\r\n${A}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n` +
+    "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    `POST /publish/fz-raw?priority=high HTTP/1.1\r\nHost: localhost\r\n${A}X-MQ-a: b\r\nContent-Length: 5\r\n\r\nhello`,
+    `GET /consume/fz-raw?limit=2&visibility=1ms HTTP/1.1\r\nHost: localhost\r\n${A}\r\n`,
+    `POST /api/topics HTTP/1.1\r\nHost: localhost\r\n${A}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n` +
     `d\r\n{"name":"fz-a\r\n2\r\n"}\r\n0\r\n\r\n`,
   ]));
 }

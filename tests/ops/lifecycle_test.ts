@@ -281,7 +281,7 @@ Deno.test({
         const from = child.logs.length;
         await early.write(
           new TextEncoder().encode(
-            "POST /publish/fresh HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+            "POST /publish/fresh HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nhello",
           ),
         );
         const first = await Promise.race([

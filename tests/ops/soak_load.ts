@@ -132,7 +132,7 @@ export class Load {
   async holdOpen(): Promise<void> {
     for (let i = 0; i < HELD_CONNS; i++) {
       this.held.push(await Deno.connect({ hostname: "127.0.0.1", port: this.port }));
-      if (i % 2) await this.held[i]!.write(encode("GET /healthz HTTP/1.1\r\nhost: soak\r\n"));
+      if (i % 2) await this.held[i]!.write(encode("GET /healthz HTTP/1.1\r\nhost: localhost\r\n"));
     }
   }
 
@@ -236,7 +236,7 @@ export class Load {
         await this.call(path, { method: "POST", body, signal });
         clear();
       } else {
-        const cl = `host: soak\r\ncontent-length: ${this.o.payloadBytes}`;
+        const cl = `host: localhost\r\ncontent-length: ${this.o.payloadBytes}`;
         const head = i % 3 ? `GET /consume/x?li` : `POST ${path} HTTP/1.1\r\n${cl}\r\n\r\n${half}`;
         try {
           const conn = await Deno.connect({ hostname: "127.0.0.1", port: this.port });
