@@ -13,7 +13,7 @@ import { discardBody } from "./body.ts";
 import { problem, Query } from "./http.ts";
 import { Metrics } from "./metrics.ts";
 import { type AfterHook, type BeforeHook, type Ctx, type Route, Router } from "./router.ts";
-import { dispatch, type Shards } from "./shards.ts";
+import { dispatch, type Shards, SUBJECT_HEADER } from "./shards.ts";
 import type { SitePolicy } from "./site_policy.ts";
 import { publishRoutes } from "./publish.ts";
 import { publishBatchRoutes } from "./publish_batch.ts";
@@ -162,7 +162,10 @@ export function createHandler(
     }
     // Status first: `req.body` makes a ReadableStream, even for a GET, when first read.
     if (res.status >= 400 && !req.bodyUsed && req.body) await discardBody(req);
-    if (forwarded) return res;
+    if (forwarded) {
+      if (ctx?.subject !== undefined) res.headers.set(SUBJECT_HEADER, ctx.subject);
+      return res;
+    }
     const seconds = (performance.now() - t0) / 1000;
     for (const hook of after) {
       try {

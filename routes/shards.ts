@@ -92,6 +92,22 @@ function parseObject(body: Uint8Array): Record<string, unknown> | undefined {
 }
 
 /**
+ * The header a worker answering a handed-over request names what it acted on with (a webhook's
+ * URL, a group): the worker that took the request writes the audit line (routes/audit.ts).
+ */
+export const SUBJECT_HEADER = "x-ferry-audit-subject";
+
+/** Moves what another worker's answer names into `ctx.subject`; the client never sees it. */
+function learnSubject(res: Response, ctx: Ctx): Response {
+  const subject = res.headers.get(SUBJECT_HEADER);
+  if (subject !== null) {
+    ctx.subject = subject;
+    res.headers.delete(SUBJECT_HEADER);
+  }
+  return res;
+}
+
+/**
  * Runs a matched route on the worker that should answer it: here, on the owner of its topic, or
  * on every worker (`shard.all`). Errors thrown here (a body too large to hand over) become
  * problem answers in app.ts like any route's.
@@ -127,7 +143,10 @@ export async function dispatch(
     // The broker routes see sends these verbs to the owner (lib/remote_broker.ts).
     if (rule.api) return local();
     const headers = forwardedHeaders(req, ctx.requestId);
-    return shards.ask(owner, req.method, forwardedUrl(req), headers, await body());
+    return learnSubject(
+      await shards.ask(owner, req.method, forwardedUrl(req), headers, await body()),
+      ctx,
+    );
   }
   if (!rule.all) return local();
   const headers = forwardedHeaders(req, ctx.requestId);
@@ -142,5 +161,6 @@ export async function dispatch(
     if (e instanceof BrokerError) return problem(e, ctx.requestId);
     throw e;
   });
-  return rule.all([mine, ...await Promise.all(others)]);
+  const answers = (await Promise.all(others)).map((res) => learnSubject(res, ctx));
+  return rule.all([mine, ...answers]);
 }

@@ -286,3 +286,29 @@ Deno.test("workers: a second stream resumes with the events a first one already 
     assertEquals((await stop(b, "SIGTERM")).code, 0);
   });
 });
+
+Deno.test("workers: audit lines name the webhook's URL whichever worker owns its topic", async () => {
+  await withDataDir(async (dir) => {
+    const b = await start(dir, WORKERS);
+    const urls = new Map<string, string>();
+    // 192.0.2.0/24 is for documentation: allowed, and never delivered to (nothing is published).
+    for (const t of topics(8)) {
+      const url = `http://192.0.2.7:9/hook-${t}`;
+      const r = await post(`${b.url}/webhook/${t}`, { url });
+      const text = await r.text();
+      assertEquals(r.status, 201, text);
+      const { id } = JSON.parse(text) as { id: string };
+      const deleted = await fetch(`${b.url}/api/webhooks/${id}`, { method: "DELETE" });
+      assertEquals(deleted.status, 200, await deleted.text());
+      assertEquals(deleted.headers.get("x-ferry-audit-subject"), null, "kept inside the broker");
+      urls.set(t, url);
+    }
+    await stop(b, "SIGTERM");
+    const audits = logLines(b).filter((l) => l.msg === "audit");
+    const subjects = (action: string) =>
+      audits.filter((l) => l.action === action).map((l) => l.subject).sort();
+    const expected = [...urls.values()].sort();
+    assertEquals(subjects("webhook.add"), expected);
+    assertEquals(subjects("webhook.delete"), expected);
+  });
+});
