@@ -3,7 +3,7 @@
  * flight and releasing one early, and webhooks.
  */
 
-import { MAX_PEEK, MAX_TIME_MS } from "../lib/config.ts";
+import { MAX_JSON_BODY_BYTES, MAX_PEEK, MAX_TIME_MS } from "../lib/config.ts";
 import { BrokerError } from "../lib/errors.ts";
 import { checkName } from "../lib/names.ts";
 import {
@@ -16,7 +16,7 @@ import {
   parseIntIn,
   queueParam,
 } from "./http.ts";
-import { readJson } from "./body.ts";
+import { declaredLength, readJson } from "./body.ts";
 import { parsePriority, PUBLISH_ERRORS, publishOrBroadcast } from "./publish.ts";
 import type { Ctx, Route } from "./router.ts";
 import { webhookItem } from "./webhooks.ts";
@@ -41,6 +41,9 @@ const MAX_IN_FLIGHT_LISTED = 1000;
 const encoder = new TextEncoder();
 
 async function publish(req: Request, ctx: Ctx): Promise<Response> {
+  // As on /publish, the key's limit is asked before a byte is read (docs/security.md).
+  const declared = declaredLength(req, MAX_JSON_BODY_BYTES);
+  ctx.caller?.admit(1, declared);
   const body = await readJson(req, ctx.accepts);
   const queue = checkName(needString(body, "queue"), "queue");
   const text = needString(body, "payload");
@@ -51,7 +54,7 @@ async function publish(req: Request, ctx: Ctx): Promise<Response> {
   const ttl = optString(body, "ttl");
   const delay = optString(body, "delay");
   const broadcast = body.broadcast === undefined ? false : parseBool(body.broadcast, "broadcast");
-  ctx.caller?.admit(1, payload.length);
+  ctx.caller?.take(0, payload.length - declared);
   return publishOrBroadcast(ctx.broker, queue, payload, {
     ttlMs: ttl ? durationIn(ttl, "ttl", MAX_TIME_MS) : undefined,
     delayMs: delay ? durationIn(delay, "delay", MAX_TIME_MS) : undefined,

@@ -443,7 +443,7 @@ Deno.test("a key past its publish limit is refused 429 before the broker reads i
     });
     assertEquals(batch.status, 201, batch.text);
     const held = ctx.broker.memory.held;
-    for (const path of ["/publish/rl", "/publish/rl/batch"]) {
+    for (const path of ["/publish/rl", "/publish/rl/batch", "/api/queues/publish"]) {
       const res = await answerBeforeBody(ctx.url, path, `X-API-Key: ${key}\r\n`, 1_000_000);
       assertEquals(res.status, "HTTP/1.1 429 Too Many Requests", res.body);
       assertEquals(JSON.parse(res.body).code, "rate_limited");
