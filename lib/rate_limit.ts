@@ -80,24 +80,14 @@ export class RateLimiter {
    * its buckets), else the ms to wait before one can be.
    */
   admit(key: ApiKey, messages: number, bytes: number): number {
-    const slot = this.#slotOf(key);
-    if (!slot) return 0;
-    const { messagesPerSecond: m, bytesPerSecond: y } = slot.key.limits;
-    const at = slot.index * FIELDS;
-    const locks = this.#locks;
-    // Held for a few arithmetic steps: another worker admitting the same key spins that long.
-    while (Atomics.compareExchange(locks, slot.index, 0, 1) !== 0) { /* spin */ }
-    try {
-      const now = this.clock();
+    return this.#locked(key, 0, (at, m, y, now) => {
       const mWait = m === undefined ? 0 : this.#refill(at, m, now);
       const yWait = y === undefined ? 0 : this.#refill(at + 2, y, now);
       if (mWait > 0 || yWait > 0) return Math.max(mWait, yWait);
       if (m !== undefined) this.#state[at] = this.#state[at]! - messages;
       if (y !== undefined) this.#state[at + 2] = this.#state[at + 2]! - bytes;
       return 0;
-    } finally {
-      Atomics.store(locks, slot.index, 0);
-    }
+    });
   }
 
   /**
@@ -105,14 +95,7 @@ export class RateLimiter {
    * admitted before its body was read (a negative count gives back an estimate).
    */
   take(key: ApiKey, messages: number, bytes: number): void {
-    const slot = this.#slotOf(key);
-    if (!slot) return;
-    const { messagesPerSecond: m, bytesPerSecond: y } = slot.key.limits;
-    const at = slot.index * FIELDS;
-    const locks = this.#locks;
-    while (Atomics.compareExchange(locks, slot.index, 0, 1) !== 0) { /* spin */ }
-    try {
-      const now = this.clock();
+    this.#locked(key, undefined, (at, m, y, now) => {
       const s = this.#state;
       if (m !== undefined) {
         this.#refill(at, m, now);
@@ -122,6 +105,26 @@ export class RateLimiter {
         this.#refill(at + 2, y, now);
         s[at + 2] = Math.min(y, s[at + 2]! - bytes);
       }
+    });
+  }
+
+  /**
+   * Runs `fn` on `key`'s buckets (their first field, its two rates, the time) under their lock;
+   * `unlimited` for a key without limits.
+   */
+  #locked<T>(
+    key: ApiKey,
+    unlimited: T,
+    fn: (at: number, m: number | undefined, y: number | undefined, now: number) => T,
+  ): T {
+    const slot = this.#slotOf(key);
+    if (!slot) return unlimited;
+    const { messagesPerSecond: m, bytesPerSecond: y } = slot.key.limits;
+    const locks = this.#locks;
+    // Held for a few arithmetic steps: another worker using the same key spins that long.
+    while (Atomics.compareExchange(locks, slot.index, 0, 1) !== 0) { /* spin */ }
+    try {
+      return fn(slot.index * FIELDS, m, y, this.clock());
     } finally {
       Atomics.store(locks, slot.index, 0);
     }
