@@ -11,6 +11,7 @@ import { spawnBroker } from "../_support/child.ts";
 import { type Block, type Page, pagePaths, readPage } from "./markdown.ts";
 import { GoModule, runTs } from "./programs.ts";
 import { runShellBlock } from "./shell.ts";
+import { topicNamesOf } from "./topic_names.ts";
 
 const only = Deno.env.get("DOCS")?.split(",").map((p) => p.trim()).filter(Boolean);
 const runnable = (b: Block) => !b.norun && (b.lang === "sh" || b.lang === "ts" || b.lang === "go");
@@ -19,6 +20,24 @@ const runnable = (b: Block) => !b.norun && (b.lang === "sh" || b.lang === "ts" |
 function shownOutput(blocks: Block[], i: number): string | undefined {
   const next = blocks[i + 1];
   return next?.lang === "output" ? next.lines.join("\n") : undefined;
+}
+
+/**
+ * Topics the page's examples left in the broker (its `<topic>.wal` files) that
+ * tests/docs/topic_names.ts does not find in the page, so topic_names_test.ts cannot see them.
+ */
+async function unnamedTopics(page: Page, dataDir: string): Promise<string[]> {
+  const named = topicNamesOf(page);
+  const problems: string[] = [];
+  for await (const e of Deno.readDir(dataDir)) {
+    const topic = e.name.replace(/\.wal$/, "");
+    if (topic === e.name || named.has(topic) || named.has(topic.replace(/\.dlq$/, ""))) continue;
+    problems.push(
+      `${page.path}: its examples made topic "${topic}", which tests/docs/topic_names.ts does not ` +
+        "find in the page: name it in a way topic_names.ts reads, or teach it this one",
+    );
+  }
+  return problems;
 }
 
 async function runPage(page: Page): Promise<string[]> {
@@ -49,7 +68,7 @@ async function runPage(page: Page): Promise<string[]> {
         if (problem) return [`${where}: the ${block.lang} program: ${problem}`];
       }
     }
-    return [];
+    return await unnamedTopics(page, dirs.data);
   } finally {
     broker.kill("SIGTERM");
     await broker.exited;
