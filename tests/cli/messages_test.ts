@@ -234,16 +234,28 @@ Deno.test("ferry consume --wait takes a message published while it waits", () =>
     assertEquals(JSON.parse(r.stdout)[0].payload_text, "here");
   }));
 
-/** Resolves once a consumer parks on the broker (a long poll that found nothing waits). */
+/**
+ * Resolves once a long poll parks on the broker: on a topic (`add`) or, for a topic that does
+ * not exist yet, on its name (`waitForTopic`).
+ */
 function nextParked(broker: Broker): Promise<void> {
   const consumers = broker.consumers;
-  const original = consumers.add;
+  const { add, waitForTopic } = consumers;
   return new Promise((resolve) => {
-    consumers.add = (...args) => {
-      consumers.add = original;
-      const remove = original.apply(consumers, args);
+    const parked = () => {
+      consumers.add = add;
+      consumers.waitForTopic = waitForTopic;
       resolve();
+    };
+    consumers.add = (...args) => {
+      const remove = add.apply(consumers, args);
+      parked();
       return remove;
+    };
+    consumers.waitForTopic = (...args) => {
+      const taken = waitForTopic.apply(consumers, args);
+      parked();
+      return taken;
     };
   });
 }
