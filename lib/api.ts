@@ -21,6 +21,12 @@ import type { TopicOptions, TopicView } from "./topic.ts";
 import type { PublishOptions } from "./publish.ts";
 
 export type { TopicView };
+/** What a batch touch did: the ids touched, those not in flight, and the leases' new end. */
+export interface TouchedMany {
+  touched: string[];
+  notFound: string[];
+  until: number;
+}
 /** A group as routes see it: its name and when it was created. */
 export type GroupView = Pick<Group, "name" | "createdAt">;
 
@@ -71,6 +77,13 @@ export interface BrokerApi extends Pick<Broker, Verbs> {
   broadcast(name: string, payload: Uint8Array, opts?: PublishOptions): number | Promise<number>;
   /** Extends an in-flight message's lease; when it now ends. */
   touch(name: string, group: string, id: string, byMs?: number): number | Promise<number>;
+  /** Extends the leases of many in-flight messages; ids not in flight are listed, not thrown. */
+  touchMany(
+    name: string,
+    group: string,
+    ids: string[],
+    byMs?: number,
+  ): TouchedMany | Promise<TouchedMany>;
   /** A push consumer that sends to `sink` (a consuming WebSocket); `start()` joins it. */
   pushConsumer(name: string, group: string, sink: PushSink): PushHandle;
   /** The durable feed, to listen to (SSE, WebSocket spies). */

@@ -438,7 +438,12 @@ export class Broker implements BrokerContext {
     return deliveries.ack(this, name, group, ids);
   }
 
-  requeue(name: string, group: string, id: string, opts?: { delayMs?: number; reason?: string }) {
+  requeue(
+    name: string,
+    group: string,
+    id: string,
+    opts?: { delayMs?: number; reason?: string; deadLetter?: boolean },
+  ) {
     this.#gate();
     this.#intact("requeue in", name, name + DLQ_SUFFIX);
     return deliveries.requeue(this, name, group, id, opts);
@@ -448,6 +453,13 @@ export class Broker implements BrokerContext {
     this.#gate();
     this.#intact("touch a message of", name);
     return deliveries.touch(this, name, group, id, byMs);
+  }
+
+  /** Extends the leases of many in-flight messages; ids not in flight are listed. */
+  touchMany(name: string, group: string, ids: string[], byMs?: number) {
+    this.#gate();
+    this.#intact("touch messages of", name);
+    return deliveries.touchMany(this, name, group, ids, byMs);
   }
 
   /** Moves `{topic}.dlq` back, all of it or only the messages `ids` names. */

@@ -113,6 +113,8 @@ function remoteVerbs(peer: PeerCalls) {
       call("requeue", [name, group, id, opts]),
     touch: (name: string, group: string, id: string, byMs?: number) =>
       call("touch", [name, group, id, byMs]),
+    touchMany: (name: string, group: string, ids: string[], byMs?: number) =>
+      call("touchMany", [name, group, ids, byMs]),
   };
 }
 
@@ -162,6 +164,7 @@ const ROUTED = [
   "ack",
   "requeue",
   "touch",
+  "touchMany",
   "pushConsumer",
 ] as const;
 

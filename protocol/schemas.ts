@@ -149,6 +149,15 @@ export const SCHEMAS = {
     },
     required: ["acked", "not_found"],
   },
+  BatchTouchAnswer: {
+    type: "object",
+    properties: {
+      touched: count,
+      not_found: { type: "array", items: { type: "string" } },
+      visible_at: { ...time, description: "When the touched leases end." },
+    },
+    required: ["touched", "not_found", "visible_at"],
+  },
   RequeueAnswer: {
     type: "object",
     properties: {

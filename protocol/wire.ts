@@ -107,6 +107,14 @@ export interface TouchAnswer {
   visible_at: string;
 }
 
+/** POST /touch/{topic}: a batch touch. */
+export interface BatchTouchAnswer {
+  touched: number;
+  not_found: string[];
+  /** When the touched leases end. */
+  visible_at: string;
+}
+
 /** POST /api/topics. */
 export interface TopicJson {
   name: string;

@@ -12,7 +12,7 @@ import { readJson } from "./body.ts";
 import { durationIn, json, jsonText, optString } from "./http.ts";
 import type { Ctx, Route } from "./router.ts";
 import { isoTime, messagesText, messageText, requeuedJson } from "./wire.ts";
-import type { BatchAckAnswer, TouchAnswer } from "../protocol/wire.ts";
+import type { BatchAckAnswer, BatchTouchAnswer, TouchAnswer } from "../protocol/wire.ts";
 import { schemaRef, SCHEMAS } from "../protocol/schemas.ts";
 import {
   boolQuery,
@@ -103,9 +103,17 @@ async function requeue(req: Request, ctx: Ctx): Promise<Response> {
   checkName(topic, "topic");
   const delay = ctx.query.str("delay") ?? optString(body, "delay");
   const reason = ctx.query.str("reason") ?? optString(body, "reason");
+  const deadLetter = body.dead_letter ?? ctx.query.bool("dead_letter");
+  if (typeof deadLetter !== "boolean") {
+    throw new BrokerError(
+      "invalid_parameter",
+      `Invalid dead_letter ${JSON.stringify(deadLetter)}: expected true or false`,
+    );
+  }
   const r = await ctx.broker.requeue(topic, group(ctx, body), id, {
     delayMs: delay ? durationIn(delay, "delay", MAX_TIME_MS) : undefined,
     reason: reason ? reason.slice(0, 1024) : undefined,
+    deadLetter,
   });
   return json(requeuedJson(id, topic, r));
 }
@@ -116,6 +124,36 @@ async function touch(_req: Request, ctx: Ctx): Promise<Response> {
   const id = ctx.params.id ?? "";
   const until = await ctx.broker.touch(topic, group(ctx), id, by);
   return json({ id, topic, visible_at: isoTime(until) } satisfies TouchAnswer);
+}
+
+async function touchBatch(req: Request, ctx: Ctx): Promise<Response> {
+  const topic = checkName(ctx.params.topic ?? "", "topic");
+  const body = await readJson(req, ctx.accepts);
+  const ids = body.ids;
+  if (!Array.isArray(ids) || ids.length === 0 || ids.some((id) => typeof id !== "string")) {
+    throw new BrokerError("invalid_parameter", 'Expected "ids": a non-empty array of message ids');
+  }
+  if (ids.length > MAX_BATCH_ACK) {
+    throw new BrokerError(
+      "invalid_parameter",
+      `Too many ids: ${ids.length}; a batch touch takes at most ${MAX_BATCH_ACK}`,
+    );
+  }
+  const by = ctx.query.str("by") ?? optString(body, "by");
+  const byMs = by === undefined ? undefined : durationIn(by, "by", MAX_VISIBILITY_MS, 1);
+  const { touched, notFound, until } = await ctx.broker.touchMany(
+    topic,
+    group(ctx, body),
+    ids as string[],
+    byMs,
+  );
+  return json(
+    {
+      touched: touched.length,
+      not_found: notFound,
+      visible_at: isoTime(until),
+    } satisfies BatchTouchAnswer,
+  );
 }
 
 const CONSUME_DOC: RouteDoc = {
@@ -219,6 +257,7 @@ const REQUEUE_DOC: RouteDoc = {
       type: "string",
     }),
     durationQuery("delay", "Hide the message this long before it is available again.", MAX_TIME_MS),
+    boolQuery("dead_letter", "Move it to `{topic}.dlq` now, whatever its retry count."),
   ],
   body: {
     kind: "json",
@@ -234,6 +273,10 @@ const REQUEUE_DOC: RouteDoc = {
         topic: TOPIC_NAME,
         group: GROUP_NAME,
         reason: { type: "string", description: "Why; kept on the message, shown in the DLQ." },
+        dead_letter: {
+          type: "boolean",
+          description: "Move it to `{topic}.dlq` now, whatever its retry count.",
+        },
         delay: durationSchema(MAX_TIME_MS),
       },
       required: ["id"],
@@ -242,6 +285,52 @@ const REQUEUE_DOC: RouteDoc = {
   },
   ok: { 200: { description: "Requeued or dead-lettered.", json: "RequeueAnswer" } },
   errors: ["invalid_duration", "invalid_parameter", "message_not_found"],
+};
+
+const TOUCH_BATCH_DOC: RouteDoc = {
+  operationId: "touchMany",
+  summary: "Extend many leases",
+  description: "Sets the lease of each in-flight message `ids` names to end `by` from now " +
+    "(default: the topic's visibility), as SQS's ChangeMessageVisibilityBatch does. Ids that " +
+    "are not in flight (acked, requeued, lease ended) are listed in `not_found`; the others are " +
+    "touched all the same.",
+  tag: "Messages",
+  params: [
+    GROUP_QUERY,
+    durationQuery(
+      "by",
+      "The new lease from now (default: the topic's visibility).",
+      MAX_VISIBILITY_MS,
+      1,
+    ),
+  ],
+  body: {
+    kind: "json",
+    name: "BatchTouchRequest",
+    required: true,
+    schema: {
+      type: "object",
+      properties: {
+        ids: {
+          type: "array",
+          items: { type: "string" },
+          minItems: 1,
+          maxItems: MAX_BATCH_ACK,
+        },
+        by: { ...durationSchema(MAX_VISIBILITY_MS), description: "When `?by=` is not given." },
+        group: { ...GROUP_NAME, description: "The group, when `?group=` is not given." },
+      },
+      required: ["ids"],
+      additionalProperties: false,
+    },
+  },
+  ok: {
+    200: {
+      description: "What was touched; ids not in flight are listed.",
+      json: "BatchTouchAnswer",
+    },
+  },
+  errors: ["invalid_parameter", "invalid_duration"],
 };
 
 const TOUCH_DOC: RouteDoc = {
@@ -294,6 +383,14 @@ export const consumeRoutes: Route[] = [
     scope: "consume",
     handler: requeue,
     doc: REQUEUE_DOC,
+  },
+  {
+    method: "POST",
+    pattern: "/touch/:topic",
+    shard: { topic: ["param:topic"], api: true },
+    scope: "consume",
+    handler: touchBatch,
+    doc: TOUCH_BATCH_DOC,
   },
   {
     method: "POST",

@@ -8,6 +8,7 @@ import type {
   BatchAckAnswer,
   BatchPublishAnswer,
   BatchPublishMessage,
+  BatchTouchAnswer,
   BroadcastAnswer,
   PublishAnswer,
   RequeueAnswer,
@@ -248,6 +249,35 @@ export class Ferry extends FerryAdmin {
     }, opts);
     this.#settle(msg.topic, group, [msg.id]);
     return answer;
+  }
+
+  /**
+   * Extends many leases to `by` from now (POST /touch/{topic}, 10,000 ids per request; default:
+   * the topic's visibility); ids not in flight come back in `not_found`.
+   */
+  async touchMany(
+    topic: string,
+    ids: readonly string[],
+    by?: Duration,
+    opts: GroupOptions = {},
+  ): Promise<BatchTouchAnswer> {
+    const out: BatchTouchAnswer = { touched: 0, not_found: [], visible_at: "" };
+    for (let i = 0; i < ids.length; i += MAX_BATCH_ACK) {
+      const r = await this.call<BatchTouchAnswer>({
+        method: "POST",
+        path: `/touch/${seg(topic)}`,
+        query: {
+          by: by === undefined ? undefined : durationText(by),
+          group: opts.group || undefined,
+        },
+        json: { ids: ids.slice(i, i + MAX_BATCH_ACK) },
+        idempotent: true,
+      }, opts);
+      out.touched += r.touched;
+      out.not_found.push(...r.not_found);
+      out.visible_at = r.visible_at;
+    }
+    return out;
   }
 
   /** Extends a lease to `by` from now (POST /touch/{topic}/{id}; default: the topic's visibility). */

@@ -52,6 +52,7 @@ export type { ErrorCode } from "../../protocol/error_codes.ts";
 export type {
   BatchAckAnswer,
   BatchPublishAnswer,
+  BatchTouchAnswer,
   BroadcastAnswer,
   ClusterStatus,
   DeleteAnswer,

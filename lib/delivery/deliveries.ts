@@ -261,13 +261,19 @@ export async function requeue(
   name: string,
   group: string,
   id: string,
-  opts: { delayMs?: number; reason?: string } = {},
+  opts: { delayMs?: number; reason?: string; deadLetter?: boolean } = {},
 ): Promise<Requeued> {
   const { topic, g, d } = inFlight(ctx, name, group, id, "requeue");
+  if (opts.deadLetter && topic.isDeadLetter) {
+    throw new BrokerError(
+      "invalid_parameter",
+      `Cannot dead-letter message "${id}" of "${name}": it is in a dead-letter queue already`,
+    );
+  }
   const now = ctx.now();
   const retry = d.retryCount + 1;
   topic.counters.requeued++;
-  if (exhausted(topic, retry)) {
+  if (opts.deadLetter || exhausted(topic, retry)) {
     const dlq = ctx.getTopic(dlqName(name));
     await deadLetter(ctx, topic, g, d, dlq, retry, opts.reason, now);
     return { retryCount: retry, deadLettered: true, topic: dlq.name };
@@ -349,6 +355,37 @@ export function touch(
   const until = ctx.now() + (byMs ?? ctx.effective(topic).visibilityMs);
   g.touch(d, until);
   return until;
+}
+
+/**
+ * Extends the leases `g` holds of `ids` by `byMs` from now (default: the topic's visibility), as
+ * one touch each: ids not in flight are listed, not an error. Touches write no record.
+ */
+export function touchMany(
+  ctx: BrokerContext,
+  name: string,
+  group: string,
+  ids: string[],
+  byMs?: number,
+): { touched: string[]; notFound: string[]; until: number } {
+  checkName(name, "topic");
+  if (group) checkName(group, "group");
+  const topic = ctx.findTopic(name);
+  const g = topic?.groups.get(group);
+  const until = ctx.now() + (byMs ?? (topic ? ctx.effective(topic).visibilityMs : 0));
+  const touched: string[] = [];
+  const notFound: string[] = [];
+  const seen = new Set<string>();
+  for (const id of ids) {
+    if (seen.has(id)) continue;
+    seen.add(id);
+    const d = g && topic?.delivery(g, id);
+    if (d && d.state === State.InFlight) {
+      g!.touch(d, until);
+      touched.push(id);
+    } else notFound.push(id);
+  }
+  return { touched, notFound, until };
 }
 
 /**

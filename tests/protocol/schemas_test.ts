@@ -26,6 +26,7 @@ const SAME: Record<string, true> = {
   BatchAckAnswer: true satisfies Same<Of<"BatchAckAnswer">, W.BatchAckAnswer> as true,
   RequeueAnswer: true satisfies Same<Of<"RequeueAnswer">, W.RequeueAnswer> as true,
   TouchAnswer: true satisfies Same<Of<"TouchAnswer">, W.TouchAnswer> as true,
+  BatchTouchAnswer: true satisfies Same<Of<"BatchTouchAnswer">, W.BatchTouchAnswer> as true,
   Topic: true satisfies Same<Of<"Topic">, W.TopicJson> as true,
   Group: true satisfies Same<Of<"Group">, W.GroupJson> as true,
   QueueItem: true satisfies Same<Of<"QueueItem">, W.QueueItem> as true,

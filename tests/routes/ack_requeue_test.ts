@@ -321,6 +321,98 @@ Deno.test("POST /touch of an unknown or acked message is 404 message_not_found",
   });
 });
 
+Deno.test("POST /touch/{topic} touches a batch: 200 {touched, not_found, visible_at}", async () => {
+  await withBroker({}, async (ctx) => {
+    for (const t of ["a", "b", "c"]) await publish(ctx, "tb", t);
+    const ms = await consume(ctx, "tb", "limit=3&visibility=10s");
+    const missing = "01890000-0000-7000-8000-000000000001";
+    await ctx.tick(8_000);
+    const res = await ctx.call("POST", "/touch/tb?by=30s", {
+      json: { ids: [ms[0].id, ms[2].id, missing, ms[0].id] },
+    });
+    assertEquals(res.status, 200, res.text);
+    assertEquals(res.body.touched, 2);
+    assertEquals(res.body.not_found, [missing]);
+    assert(typeof res.body.visible_at === "string", res.text);
+    await ctx.tick(4_000); // 12s: past the first lease: only the untouched one is back
+    const back = await consume(ctx, "tb", "limit=10");
+    assertEquals([back].flat().map(textOf), ["b"]);
+    assertEquals((await ctx.call("POST", `/ack/tb/${[back].flat()[0].id}`)).status, 204);
+    await ctx.tick(30_000); // past the touched leases
+    const later = await consume(ctx, "tb", "limit=10");
+    assertEquals(later.map(textOf).sort(), ["a", "c"]);
+  });
+});
+
+Deno.test("POST /touch/{topic} takes by and group in the body", async () => {
+  await withBroker({}, async (ctx) => {
+    await ctx.call("POST", "/api/groups", { json: { topic: "tg", group: "audit" } });
+    await publish(ctx, "tg", "x");
+    const m = await consume(ctx, "tg", "group=audit&visibility=5s");
+    const res = await ctx.call("POST", "/touch/tg", {
+      json: { ids: [m.id], by: "1m", group: "audit" },
+    });
+    assertEquals(
+      res.body,
+      { touched: 1, not_found: [], visible_at: res.body.visible_at },
+      res.text,
+    );
+    await ctx.tick(30_000);
+    await assertEmpty(ctx, "tg", "group=audit");
+  });
+});
+
+Deno.test("POST /touch/{topic} without ids, or with a bad by, is 400 and touches nothing", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "tx", "x");
+    const m = await consume(ctx, "tx", "visibility=5s");
+    assertProblem(
+      await ctx.call("POST", "/touch/tx", { json: { ids: [] } }),
+      400,
+      "invalid_parameter",
+    );
+    assertProblem(await ctx.call("POST", "/touch/tx", { json: {} }), 400, "invalid_parameter");
+    assertProblem(
+      await ctx.call("POST", "/touch/tx?by=forever", { json: { ids: [m.id] } }),
+      400,
+      "invalid_duration",
+    );
+    await ctx.tick(6_000);
+    assertEquals((await consume(ctx, "tx")).id, m.id, "the lease was not touched");
+  });
+});
+
+Deno.test("POST /requeue with dead_letter moves the message to {topic}.dlq at once", async () => {
+  await withBroker({}, async (ctx) => {
+    await publish(ctx, "poison", "bad");
+    const m = await consume(ctx, "poison");
+    const res = await ctx.call("POST", "/requeue", {
+      json: { id: m.id, topic: "poison", reason: "cannot parse", dead_letter: true },
+    });
+    assertEquals(res.status, 200, res.text);
+    assertEquals(res.body.status, "dead_lettered");
+    assertEquals(res.body.queue, "poison.dlq");
+    await assertEmpty(ctx, "poison");
+    const dead = await consume(ctx, "poison.dlq");
+    assertEquals([dead.id, dead.reason], [m.id, "cannot parse"]);
+    // A dead letter cannot be dead-lettered again.
+    assertProblem(
+      await ctx.call("POST", "/requeue?dead_letter=true", {
+        json: { id: dead.id, topic: "poison.dlq" },
+      }),
+      400,
+      "invalid_parameter",
+    );
+    assertProblem(
+      await ctx.call("POST", "/requeue", {
+        json: { id: dead.id, topic: "poison.dlq", dead_letter: "yes" },
+      }),
+      400,
+      "invalid_parameter",
+    );
+  });
+});
+
 Deno.test("POST /api/queues/redrive moves the DLQ back with retry_count 0", async () => {
   await withBroker({}, async (ctx) => {
     await deadLetter(ctx, "rd", "a");

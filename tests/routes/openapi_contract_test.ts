@@ -143,6 +143,12 @@ contractTest("publish, consume, ack, requeue, touch and their refusals", async (
     expect(await call("POST", "/ack/orders", { json: { ids: [] } }), 400, "invalid_parameter");
     expect(await call("POST", `/touch/orders/${two[1].id}?by=2m`), 200);
     expect(await call("POST", "/touch/orders/0190b8a2-0000-7000-8000-000000000001"), 404);
+    const touched = expect(
+      await call("POST", "/touch/orders?by=2m", { json: { ids: [two[1].id, "x"] } }),
+      200,
+    );
+    assertEquals([touched.touched, touched.not_found], [1, ["x"]]);
+    expect(await call("POST", "/touch/orders", { json: { ids: [] } }), 400, "invalid_parameter");
     expect(await call("POST", "/requeue?reason=later", { json: two[1] }), 200);
     expect(await call("POST", "/requeue", { json: { id: "nope", topic: "orders" } }), 404);
     expect(await call("POST", "/requeue", { json: {} }), 400, "bad_request");
@@ -161,6 +167,13 @@ contractTest("publish, consume, ack, requeue, touch and their refusals", async (
       const r = expect(await call("POST", "/requeue", { json: m }), 200);
       assertEquals(r.status, i < 3 ? "requeued" : "dead_lettered");
     }
+    await call("POST", "/publish/jobs", { body: "poison" });
+    const poison = expect(await call("GET", "/consume/jobs"), 200);
+    const dead = expect(
+      await call("POST", "/requeue", { json: { ...poison, dead_letter: true } }),
+      200,
+    );
+    assertEquals(dead.status, "dead_lettered");
   });
 });
 
