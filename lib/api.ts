@@ -26,6 +26,8 @@ export interface TouchedMany {
   touched: string[];
   notFound: string[];
   until: number;
+  /** The lease given, from now: `byMs`, or the topic's visibility. */
+  leaseMs: number;
 }
 /** A group as routes see it: its name and when it was created. */
 export type GroupView = Pick<Group, "name" | "createdAt">;

@@ -155,8 +155,9 @@ export const SCHEMAS = {
       touched: count,
       not_found: { type: "array", items: { type: "string" } },
       visible_at: { ...time, description: "When the touched leases end." },
+      lease_ms: { ...count, description: "Their lease from now: `by`, or the topic's visibility." },
     },
-    required: ["touched", "not_found", "visible_at"],
+    required: ["touched", "not_found", "visible_at", "lease_ms"],
   },
   RequeueAnswer: {
     type: "object",

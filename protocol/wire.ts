@@ -113,6 +113,8 @@ export interface BatchTouchAnswer {
   not_found: string[];
   /** When the touched leases end. */
   visible_at: string;
+  /** Their lease, from now, in milliseconds: `by`, or the topic's visibility. */
+  lease_ms: number;
 }
 
 /** POST /api/topics. */

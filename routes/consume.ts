@@ -141,7 +141,7 @@ async function touchBatch(req: Request, ctx: Ctx): Promise<Response> {
   }
   const by = ctx.query.str("by") ?? optString(body, "by");
   const byMs = by === undefined ? undefined : durationIn(by, "by", MAX_VISIBILITY_MS, 1);
-  const { touched, notFound, until } = await ctx.broker.touchMany(
+  const { touched, notFound, until, leaseMs } = await ctx.broker.touchMany(
     topic,
     group(ctx, body),
     ids as string[],
@@ -152,6 +152,7 @@ async function touchBatch(req: Request, ctx: Ctx): Promise<Response> {
       touched: touched.length,
       not_found: notFound,
       visible_at: isoTime(until),
+      lease_ms: leaseMs,
     } satisfies BatchTouchAnswer,
   );
 }

@@ -261,7 +261,7 @@ export class Ferry extends FerryAdmin {
     by?: Duration,
     opts: GroupOptions = {},
   ): Promise<BatchTouchAnswer> {
-    const out: BatchTouchAnswer = { touched: 0, not_found: [], visible_at: "" };
+    const out: BatchTouchAnswer = { touched: 0, not_found: [], visible_at: "", lease_ms: 0 };
     for (let i = 0; i < ids.length; i += MAX_BATCH_ACK) {
       const r = await this.call<BatchTouchAnswer>({
         method: "POST",
@@ -276,6 +276,7 @@ export class Ferry extends FerryAdmin {
       out.touched += r.touched;
       out.not_found.push(...r.not_found);
       out.visible_at = r.visible_at;
+      out.lease_ms = r.lease_ms;
     }
     return out;
   }

@@ -367,12 +367,13 @@ export function touchMany(
   group: string,
   ids: string[],
   byMs?: number,
-): { touched: string[]; notFound: string[]; until: number } {
+): { touched: string[]; notFound: string[]; until: number; leaseMs: number } {
   checkName(name, "topic");
   if (group) checkName(group, "group");
   const topic = ctx.findTopic(name);
   const g = topic?.groups.get(group);
-  const until = ctx.now() + (byMs ?? (topic ? ctx.effective(topic).visibilityMs : 0));
+  const leaseMs = byMs ?? (topic ? ctx.effective(topic).visibilityMs : 0);
+  const until = ctx.now() + leaseMs;
   const touched: string[] = [];
   const notFound: string[] = [];
   const seen = new Set<string>();
@@ -385,7 +386,7 @@ export function touchMany(
       touched.push(id);
     } else notFound.push(id);
   }
-  return { touched, notFound, until };
+  return { touched, notFound, until, leaseMs };
 }
 
 /**

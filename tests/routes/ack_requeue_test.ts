@@ -334,6 +334,7 @@ Deno.test("POST /touch/{topic} touches a batch: 200 {touched, not_found, visible
     assertEquals(res.body.touched, 2);
     assertEquals(res.body.not_found, [missing]);
     assert(typeof res.body.visible_at === "string", res.text);
+    assertEquals(res.body.lease_ms, 30_000);
     await ctx.tick(4_000); // 12s: past the first lease: only the untouched one is back
     const back = await consume(ctx, "tb", "limit=10");
     assertEquals([back].flat().map(textOf), ["b"]);
@@ -354,7 +355,7 @@ Deno.test("POST /touch/{topic} takes by and group in the body", async () => {
     });
     assertEquals(
       res.body,
-      { touched: 1, not_found: [], visible_at: res.body.visible_at },
+      { touched: 1, not_found: [], visible_at: res.body.visible_at, lease_ms: 60_000 },
       res.text,
     );
     await ctx.tick(30_000);
