@@ -21,48 +21,73 @@ type TopicOptions struct {
 
 // Topic is a topic's settings.
 type Topic struct {
-	Name   string `json:"name"`
+	// Name is the topic's name.
+	Name string `json:"name"`
+	// Policy is what it does when full.
 	Policy Policy `json:"policy"`
 	// Retain is the default TTL as the broker writes it ("1h"), empty when none.
-	Retain      string    `json:"retain"`
-	Visibility  string    `json:"visibility"`
-	MaxMessages int       `json:"max_messages"`
-	MaxBytes    int64     `json:"max_bytes"`
-	CreatedAt   time.Time `json:"created_at"`
+	Retain string `json:"retain"`
+	// Visibility is its lease as the broker writes it ("30s").
+	Visibility string `json:"visibility"`
+	// MaxMessages is how many messages it holds at most.
+	MaxMessages int `json:"max_messages"`
+	// MaxBytes is how many payload bytes it holds at most.
+	MaxBytes int64 `json:"max_bytes"`
+	// CreatedAt is when it was created.
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // Group is a named consumer group of a topic.
 type Group struct {
-	Topic     string    `json:"topic"`
-	Group     string    `json:"group"`
+	// Topic is the group's topic.
+	Topic string `json:"topic"`
+	// Name is the group's name.
+	Name string `json:"group"`
+	// CreatedAt is when it was created.
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// Queue is one topic's figures, as Queues lists them.
-type Queue struct {
-	Name             string   `json:"name"`
-	Depth            int      `json:"depth"`
-	InFlight         int      `json:"in_flight"`
-	Delayed          int      `json:"delayed"`
-	Held             int      `json:"held"`
-	HeldBytes        int64    `json:"held_bytes"`
-	DLQDepth         int      `json:"dlq_depth"`
-	Groups           []string `json:"groups"`
-	Policy           Policy   `json:"policy"`
-	Retain           string   `json:"retain"`
-	OldestAgeSeconds float64  `json:"oldest_age_seconds"`
+// TopicSummary is one topic's figures, as TopicSummaries lists them.
+type TopicSummary struct {
+	// Name is the topic's name.
+	Name string `json:"name"`
+	// Depth is how many messages are ready to consume.
+	Depth int `json:"depth"`
+	// InFlight is how many are leased to consumers.
+	InFlight int `json:"in_flight"`
+	// Delayed is how many wait for their Delay to pass.
+	Delayed int `json:"delayed"`
+	// Held is how many messages the topic holds in all.
+	Held int `json:"held"`
+	// HeldBytes is their payloads' size.
+	HeldBytes int64 `json:"held_bytes"`
+	// DLQDepth is how many messages its dead-letter queue holds.
+	DLQDepth int `json:"dlq_depth"`
+	// Groups are its named consumer groups.
+	Groups []string `json:"groups"`
+	// Policy is what it does when full.
+	Policy Policy `json:"policy"`
+	// Retain is its default TTL as the broker writes it ("1h"), empty when none.
+	Retain string `json:"retain"`
+	// OldestAgeSeconds is the age of its oldest ready message.
+	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
 }
 
 // Webhook is a registered webhook. The secret is never returned; Signed says there is one.
 type Webhook struct {
-	ID     string `json:"id"`
-	Topic  string `json:"topic"`
-	URL    string `json:"url"`
-	Signed bool   `json:"signed"`
+	// ID names it (DeleteWebhook).
+	ID string `json:"id"`
+	// Topic is the topic whose messages it receives.
+	Topic string `json:"topic"`
+	// URL is where the broker POSTs them.
+	URL string `json:"url"`
+	// Signed says it has a secret: each POST is signed (VerifyWebhook).
+	Signed bool `json:"signed"`
 	// State is "active" or "paused" (Webhooks only).
 	State string `json:"state,omitempty"`
 	// Pending is how many messages wait for delivery (Webhooks only).
-	Pending   int       `json:"pending,omitempty"`
+	Pending int `json:"pending,omitempty"`
+	// CreatedAt is when it was registered.
 	CreatedAt time.Time `json:"created_at"`
 	// LastAttempt is the latest delivery attempt (Webhooks only; nil before the first).
 	LastAttempt *WebhookAttempt `json:"last_attempt,omitempty"`
@@ -70,75 +95,109 @@ type Webhook struct {
 
 // WebhookAttempt is one delivery attempt of a webhook.
 type WebhookAttempt struct {
-	At        time.Time `json:"at"`
-	Status    int       `json:"status"` // 0: no answer
-	LatencyMS float64   `json:"latency_ms"`
-	Outcome   string    `json:"outcome"`
-	Error     string    `json:"error"`
+	// At is when it was made.
+	At time.Time `json:"at"`
+	// Status is the receiver's HTTP status (0: no answer).
+	Status int `json:"status"`
+	// LatencyMS is how long the receiver took, in milliseconds.
+	LatencyMS float64 `json:"latency_ms"`
+	// Outcome is what the broker made of it ("delivered", "retry", …).
+	Outcome string `json:"outcome"`
+	// Error says why it failed, when it did.
+	Error string `json:"error"`
 }
 
 // Totals are the broker's event counts since it started.
 type Totals struct {
-	Published    int64 `json:"published"`
-	Delivered    int64 `json:"delivered"`
-	Acked        int64 `json:"acked"`
-	Requeued     int64 `json:"requeued"`
+	// Published is how many messages were stored.
+	Published int64 `json:"published"`
+	// Delivered is how many deliveries were made.
+	Delivered int64 `json:"delivered"`
+	// Acked is how many deliveries were acked.
+	Acked int64 `json:"acked"`
+	// Requeued is how many attempts failed (requeues and ended leases).
+	Requeued int64 `json:"requeued"`
+	// DeadLettered is how many messages went to a dead-letter queue.
 	DeadLettered int64 `json:"dead_lettered"`
-	Expired      int64 `json:"expired"`
+	// Expired is how many messages their TTL ended.
+	Expired int64 `json:"expired"`
 }
 
 // GroupStats are one topic's (or group's) figures in Stats.
 type GroupStats struct {
-	Depth            int     `json:"depth"`
-	InFlight         int     `json:"in_flight"`
-	Delayed          int     `json:"delayed"`
+	// Depth is how many messages are ready.
+	Depth int `json:"depth"`
+	// InFlight is how many are leased.
+	InFlight int `json:"in_flight"`
+	// Delayed is how many wait for their Delay.
+	Delayed int `json:"delayed"`
+	// OldestAgeSeconds is the age of the oldest ready message.
 	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
 }
 
 // TopicStats are a topic's figures in Stats, with those of its groups.
 type TopicStats struct {
 	GroupStats
-	HeldBytes int64                 `json:"held_bytes"`
-	Groups    map[string]GroupStats `json:"groups"`
+	// HeldBytes is the size of the payloads it holds.
+	HeldBytes int64 `json:"held_bytes"`
+	// Groups are its named groups' figures.
+	Groups map[string]GroupStats `json:"groups"`
 }
 
 // Stats are the broker's totals and per-topic figures.
 type Stats struct {
-	UptimeSeconds float64               `json:"uptime_seconds"`
-	Totals        Totals                `json:"totals"`
-	Topics        map[string]TopicStats `json:"topics"`
+	// UptimeSeconds is how long the broker has run.
+	UptimeSeconds float64 `json:"uptime_seconds"`
+	// Totals are its event counts since it started.
+	Totals Totals `json:"totals"`
+	// Topics are each topic's figures, by name.
+	Topics map[string]TopicStats `json:"topics"`
 }
 
 // Health is the broker's /healthz answer.
 type Health struct {
 	// Status is "ok", or "draining", "electing" or "error" (then the broker answered 503).
-	Status        string  `json:"status"`
-	Version       string  `json:"version"`
+	Status string `json:"status"`
+	// Version is the broker's version.
+	Version string `json:"version"`
+	// UptimeSeconds is how long it has run.
 	UptimeSeconds float64 `json:"uptime_seconds"`
 	// ClusterRole ("leader", "follower", "candidate") and ClusterTerm are set in cluster mode.
 	ClusterRole string `json:"cluster_role,omitempty"`
-	ClusterTerm int64  `json:"cluster_term,omitempty"`
+	// ClusterTerm is the election term it is in.
+	ClusterTerm int64 `json:"cluster_term,omitempty"`
 }
 
 // ClusterPeer is one node as ClusterStatus sees it.
 type ClusterPeer struct {
-	ID         string    `json:"id"`
-	Address    string    `json:"address"`
-	Role       string    `json:"role"`
-	Healthy    bool      `json:"healthy"`
-	LastSeen   time.Time `json:"last_seen"`
-	LagRecords int64     `json:"lag_records"`
+	// ID is the node's id.
+	ID string `json:"id"`
+	// Address is its base URL.
+	Address string `json:"address"`
+	// Role is "leader", "follower" or "candidate".
+	Role string `json:"role"`
+	// Healthy says it was heard from lately.
+	Healthy bool `json:"healthy"`
+	// LastSeen is when it was last heard from.
+	LastSeen time.Time `json:"last_seen"`
+	// LagRecords is how many log records it has yet to acknowledge.
+	LagRecords int64 `json:"lag_records"`
 }
 
 // ClusterStatus is a node's view of its cluster.
 type ClusterStatus struct {
 	// Mode is "standalone" or "cluster".
-	Mode   string        `json:"mode"`
-	NodeID string        `json:"node_id"`
-	Role   string        `json:"role"`
-	Term   int64         `json:"term"`
-	Leader string        `json:"leader"`
-	Peers  []ClusterPeer `json:"peers"`
+	Mode string `json:"mode"`
+	// NodeID is this node's id.
+	NodeID string `json:"node_id"`
+	// Role is this node's role: "leader", "follower" or "candidate".
+	Role string `json:"role"`
+	// Term is the election term.
+	Term int64 `json:"term"`
+	// Leader is the leader's address.
+	Leader string `json:"leader"`
+	// Peers are the cluster's other nodes.
+	Peers []ClusterPeer `json:"peers"`
 }
 
 // CreateTopic creates a topic ahead of its first publish (POST /api/topics); 409
@@ -201,9 +260,10 @@ func (c *Client) Groups(ctx context.Context, topic string) ([]*Group, error) {
 	return gs, nil
 }
 
-// Queues returns every topic with its depth, in-flight, delayed and DLQ counts (GET /api/queues).
-func (c *Client) Queues(ctx context.Context) ([]*Queue, error) {
-	var qs []*Queue
+// TopicSummaries returns every topic with its depth, in-flight, delayed and DLQ counts (GET
+// /api/queues).
+func (c *Client) TopicSummaries(ctx context.Context) ([]*TopicSummary, error) {
+	var qs []*TopicSummary
 	if _, err := c.request(ctx, &call{method: "GET", path: "/api/queues", idempotent: true}, &qs); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,11 @@ import (
 )
 
 func TestReconnectDelayDoublesFromOneToThirtyTwoSeconds(t *testing.T) {
+	c, err := New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconnectDelay := c.reconnectDelay
 	want := []time.Duration{1, 2, 4, 8, 16, 32, 32, 32}
 	for i, w := range want {
 		if got := reconnectDelay(i); got != w*time.Second {

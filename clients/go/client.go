@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,6 +46,20 @@ type Client struct {
 	// hub is the one WebSocket its Subscriptions share, while it has any (subscribe.go).
 	hubMu sync.Mutex
 	hub   *wsHub
+
+	// The lifecycle: life ends at Close, which waits for running (Process loops) to return.
+	lifeMu  sync.Mutex
+	closed  atomic.Bool
+	life    context.Context
+	endLife context.CancelCauseFunc
+	running sync.WaitGroup
+	// ownTransport: the transport is the Client's (made or cloned in New); Close empties it.
+	ownTransport bool
+
+	// reconnectFirst and reconnectMax are the reconnect schedule of Stream, Subscribe and
+	// Process (1 s doubling to 32 s); streamIdle is the silence that replaces a stream (45 s).
+	// Only this package's tests change them (withSchedule).
+	reconnectFirst, reconnectMax, streamIdle time.Duration
 }
 
 // Option configures a Client in New.
@@ -124,7 +139,8 @@ func New(rawURL string, opts ...Option) (*Client, error) {
 		return nil, errors.New(`ferry: the broker URL must be absolute http(s), like "http://127.0.0.1:7800"`)
 	}
 	c := &Client{base: u, timeout: DefaultTimeout,
-		userAgent: fmt.Sprintf("ferry-go/%s (%s; %s/%s)", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)}
+		userAgent:      fmt.Sprintf("ferry-go/%s (%s; %s/%s)", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH),
+		reconnectFirst: time.Second, reconnectMax: 32 * time.Second, streamIdle: 45 * time.Second}
 	for _, o := range opts {
 		o(c)
 	}
@@ -150,6 +166,7 @@ func New(rawURL string, opts ...Option) (*Client, error) {
 	hc.CheckRedirect = noRedirect
 	if hc.Transport == nil {
 		hc.Transport = newTransport()
+		c.ownTransport = true
 	}
 	if c.tlsConfig != nil {
 		base, ok := hc.Transport.(*http.Transport)
@@ -160,12 +177,79 @@ func New(rawURL string, opts ...Option) (*Client, error) {
 		t := base.Clone()
 		t.TLSClientConfig = c.tlsConfig.Clone()
 		hc.Transport = t
+		c.ownTransport = true
 	}
 	c.hc = &hc
 	if strings.ContainsAny(c.apiKey, "\r\n") {
 		return nil, errors.New("ferry: the API key cannot hold a line break")
 	}
+	c.life, c.endLife = context.WithCancelCause(context.Background())
 	return c, nil
+}
+
+// withSchedule shortens the reconnect schedule and a stream's silence limit, for this
+// package's tests.
+func withSchedule(first, idle time.Duration) Option {
+	return func(c *Client) { c.reconnectFirst, c.streamIdle = first, idle }
+}
+
+// Close ends the Client. Its Subscriptions are closed, its Streams end (yielding ErrClosed),
+// and its Process loops stop as when their context ends: Close waits for them to finish (each
+// within its ShutdownTimeout). Then the idle connections of the Client's own transport are
+// closed, and every later call returns an error matching ErrClosed; calls in flight finish.
+// Closing again is a no-op. Do not call Close from a handler of this Client's Process or
+// Subscribe: it would wait for that handler.
+func (c *Client) Close() error {
+	c.lifeMu.Lock()
+	if c.closed.Load() {
+		c.lifeMu.Unlock()
+		return nil
+	}
+	c.closed.Store(true)
+	c.lifeMu.Unlock()
+	c.endLife(ErrClosed)
+	c.hubMu.Lock()
+	h := c.hub
+	c.hubMu.Unlock()
+	if h != nil {
+		for _, s := range h.subscriptions() {
+			s.Close()
+		}
+	}
+	c.running.Wait()
+	if c.ownTransport {
+		c.hc.CloseIdleConnections()
+	}
+	return nil
+}
+
+// begin registers a Process loop with Close, and bounds ctx by the Client's life (a Close
+// cancels it with the cause ErrClosed); false when the Client is closed. end unregisters it.
+func (c *Client) begin(ctx context.Context) (_ context.Context, end func(), ok bool) {
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
+	if c.closed.Load() {
+		return nil, nil, false
+	}
+	c.running.Add(1)
+	bctx, stop := c.bound(ctx)
+	return bctx, func() { stop(); c.running.Done() }, true
+}
+
+// bound is ctx, cancelled too (cause ErrClosed) when the Client closes.
+func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	bctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.life, func() { cancel(ErrClosed) })
+	return bctx, func() { stop(); cancel(nil) }
+}
+
+// reconnectDelay is the wait before reconnect number attempt (0-based): 1 s doubling to 32 s.
+func (c *Client) reconnectDelay(attempt int) time.Duration {
+	d := c.reconnectFirst
+	for i := 0; i < attempt && d < c.reconnectMax; i++ {
+		d *= 2
+	}
+	return min(d, c.reconnectMax)
 }
 
 // newTransport is a Client's own transport: http.DefaultTransport's settings (proxy from the

@@ -263,7 +263,7 @@ func TestClusterFollowerRedirects(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fe *ferry.Error
-	if _, err := anon.Queues(ctx); !errors.As(err, &fe) || fe.Status != http.StatusUnauthorized {
+	if _, err := anon.TopicSummaries(ctx); !errors.As(err, &fe) || fe.Status != http.StatusUnauthorized {
 		t.Fatalf("the leader without a key: got %v, want a 401", err)
 	}
 
@@ -351,7 +351,7 @@ func TestClusterFollowerRedirects(t *testing.T) {
 		t.Fatalf("after Consume the leader's queue is %+v, want the message in flight", q)
 	}
 
-	if err := fc.Ack(ctx, topic, msgs[0].ID, nil); err != nil {
+	if err := fc.Ack(ctx, msgs[0]); err != nil {
 		t.Fatalf("Ack through the follower: %v", err)
 	}
 	redirected("Ack", false)
@@ -397,9 +397,9 @@ func TestClusterFollowerRedirects(t *testing.T) {
 }
 
 // queue is topic's entry in a broker's /api/queues.
-func queue(t testing.TB, ctx context.Context, c *ferry.Client, topic string) *ferry.Queue {
+func queue(t testing.TB, ctx context.Context, c *ferry.Client, topic string) *ferry.TopicSummary {
 	t.Helper()
-	qs, err := c.Queues(ctx)
+	qs, err := c.TopicSummaries(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

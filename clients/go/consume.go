@@ -2,10 +2,12 @@ package ferry
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // maxBatchAck is the most ids one batch ack carries; AckMany splits longer lists.
@@ -26,13 +28,15 @@ type ConsumeOptions struct {
 	// FilterKey takes only JSON object payloads with this key (dotted paths reach nested keys);
 	// with FilterVal, the key's value as text must equal it.
 	FilterKey string
+	// FilterVal is the value FilterKey must have (needs FilterKey).
 	FilterVal string
 	// Visibility is this delivery's lease (0: the topic's).
 	Visibility time.Duration
 }
 
-// AckOptions name the consumer group of an ack; nil means the default group.
+// AckOptions name the consumer group of AckIDs; nil means the default group.
 type AckOptions struct {
+	// Group is the consumer group that consumed the messages (empty: the default group).
 	Group string
 }
 
@@ -42,15 +46,19 @@ type RequeueOptions struct {
 	Reason string
 	// Delay hides the message this long before it is available again.
 	Delay time.Duration
-	// Group is the consumer group (empty: the message's Group).
-	Group string
+	// DeadLetter moves the message to `{topic}.dlq` now, whatever its RetryCount: for a
+	// message no retry can mend.
+	DeadLetter bool
 }
 
 // RequeueResult is the broker's answer to a requeue.
 type RequeueResult struct {
-	ID         string `json:"id"`
-	Topic      string `json:"topic"`
-	RetryCount int    `json:"retry_count"`
+	// ID is the message's id.
+	ID string `json:"id"`
+	// Topic is the topic it was requeued in.
+	Topic string `json:"topic"`
+	// RetryCount is its failed attempts, this one included.
+	RetryCount int `json:"retry_count"`
 	// Status is "requeued", or "dead_lettered" when it went to the dead-letter queue.
 	Status string `json:"status"`
 	// Queue is where the message is now: the topic or `{topic}.dlq`.
@@ -89,36 +97,30 @@ func (c *Client) Consume(ctx context.Context, topic string, opts *ConsumeOptions
 	if opts.Visibility > 0 {
 		q.Set("visibility", durationText(opts.Visibility))
 	}
-	var raw json.RawMessage
-	_, err := c.request(ctx, &call{method: "GET", path: "/consume/" + seg(topic), query: q,
-		idempotent: true, wait: opts.Wait, empty: "queue_empty"}, &raw)
+	// One decode straight into the answer's shape: Limit > 1 answers an array, else one object.
+	var msgs []*Message
+	var one Message
+	var out any = &msgs
+	if opts.Limit <= 1 {
+		out = &one
+	}
+	status, err := c.request(ctx, &call{method: "GET", path: "/consume/" + seg(topic), query: q,
+		idempotent: true, wait: opts.Wait, empty: CodeQueueEmpty}, out)
 	if err != nil {
 		return nil, err
 	}
-	return decodeMessages(raw)
-}
-
-// decodeMessages reads one Message object or an array of them; nothing is an empty slice.
-func decodeMessages(raw json.RawMessage) ([]*Message, error) {
-	for _, b := range raw {
-		switch b {
-		case ' ', '\t', '\r', '\n':
-			continue
-		case '[':
-			var ms []*Message
-			if err := json.Unmarshal(raw, &ms); err != nil {
-				return nil, &Error{Code: "bad_response", Detail: "cannot read the messages: " + err.Error()}
-			}
-			return ms, nil
-		default:
-			var m Message
-			if err := json.Unmarshal(raw, &m); err != nil {
-				return nil, &Error{Code: "bad_response", Detail: "cannot read the message: " + err.Error()}
-			}
-			return []*Message{&m}, nil
-		}
+	switch {
+	case status == http.StatusNotFound: // queue_empty
+		return []*Message{}, nil
+	case opts.Limit <= 1:
+		msgs = []*Message{&one}
+	case msgs == nil:
+		msgs = []*Message{}
 	}
-	return []*Message{}, nil
+	if !opts.Peek {
+		lease(msgs, opts.Group)
+	}
+	return msgs, nil
 }
 
 func groupQuery(opts *AckOptions) url.Values {
@@ -129,17 +131,68 @@ func groupQuery(opts *AckOptions) url.Values {
 	return q
 }
 
-// Ack acknowledges one delivered message (POST /ack/{topic}/{id}); a message not held is 404
-// `message_not_found`. Retried after a lost connection.
-func (c *Client) Ack(ctx context.Context, topic, id string, opts *AckOptions) error {
-	_, err := c.request(ctx, &call{method: "POST", path: "/ack/" + seg(topic) + "/" + seg(id),
-		query: groupQuery(opts), idempotent: true, doneOnRetry: "message_not_found"}, nil)
+// errNoMessage is the error of a settle call given a nil *Message.
+func errNoMessage(action string) error {
+	return fmt.Errorf("ferry: %s needs a message, got nil", action)
+}
+
+// Ack acknowledges a delivered message (POST /ack/{topic}/{id}), in the group that consumed it;
+// a message not held is an *Error with CodeMessageNotFound. Retried after a lost connection.
+func (c *Client) Ack(ctx context.Context, m *Message) error {
+	if m == nil {
+		return errNoMessage("Ack")
+	}
+	q := url.Values{}
+	if g := m.group(); g != "" {
+		q.Set("group", g)
+	}
+	_, err := c.request(ctx, &call{method: "POST", path: "/ack/" + seg(m.Topic) + "/" + seg(m.ID),
+		query: q, idempotent: true, doneOnRetry: CodeMessageNotFound}, nil)
 	return err
 }
 
-// AckMany acknowledges many messages (POST /ack/{topic}, 10,000 ids per request) and returns
-// how many were acked; unknown ids are not an error.
-func (c *Client) AckMany(ctx context.Context, topic string, ids []string, opts *AckOptions) (int, error) {
+// settleKey is a topic and a group: what one batch request settles.
+type settleKey struct{ topic, group string }
+
+// byTopicAndGroup groups the ids of msgs by topic and consuming group, in first-seen order.
+func byTopicAndGroup(action string, msgs []*Message) ([]settleKey, map[settleKey][]string, error) {
+	var keys []settleKey
+	ids := map[settleKey][]string{}
+	for _, m := range msgs {
+		if m == nil {
+			return nil, nil, errNoMessage(action)
+		}
+		k := settleKey{m.Topic, m.group()}
+		if _, ok := ids[k]; !ok {
+			keys = append(keys, k)
+		}
+		ids[k] = append(ids[k], m.ID)
+	}
+	return keys, ids, nil
+}
+
+// AckMany acknowledges delivered messages (POST /ack/{topic}: one request per topic and group,
+// 10,000 ids each) and returns how many were acked; messages no longer held are not an error.
+func (c *Client) AckMany(ctx context.Context, msgs []*Message) (int, error) {
+	keys, ids, err := byTopicAndGroup("AckMany", msgs)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, k := range keys {
+		n, err := c.AckIDs(ctx, k.topic, ids[k], &AckOptions{Group: k.group})
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// AckIDs acknowledges messages of topic by id (POST /ack/{topic}, 10,000 ids per request), for
+// a consumer that kept only the ids, and returns how many were acked; unknown ids are not an
+// error.
+func (c *Client) AckIDs(ctx context.Context, topic string, ids []string, opts *AckOptions) (int, error) {
 	total := 0
 	for i := 0; i < len(ids); i += maxBatchAck {
 		chunk := ids[i:min(i+maxBatchAck, len(ids))]
@@ -156,26 +209,29 @@ func (c *Client) AckMany(ctx context.Context, topic string, ids []string, opts *
 	return total, nil
 }
 
-// Requeue gives a delivered message back (POST /requeue): available again after Delay with its
-// RetryCount up by one, or moved to `{topic}.dlq` on the third time (Status "dead_lettered").
-// Not retried after a lost connection, since it may have been done.
-func (c *Client) Requeue(ctx context.Context, msg *Message, opts *RequeueOptions) (*RequeueResult, error) {
+// Requeue gives a delivered message back (POST /requeue), in the group that consumed it:
+// available again after Delay with its RetryCount up by one, or moved to `{topic}.dlq` on the
+// third time or with DeadLetter (Status "dead_lettered"). Not retried after a lost connection,
+// since it may have been done.
+func (c *Client) Requeue(ctx context.Context, m *Message, opts *RequeueOptions) (*RequeueResult, error) {
+	if m == nil {
+		return nil, errNoMessage("Requeue")
+	}
 	if opts == nil {
 		opts = &RequeueOptions{}
 	}
-	body := map[string]any{"id": msg.ID, "topic": msg.Topic}
-	group := opts.Group
-	if group == "" {
-		group = msg.Group
-	}
-	if group != "" {
-		body["group"] = group
+	body := map[string]any{"id": m.ID, "topic": m.Topic}
+	if g := m.group(); g != "" {
+		body["group"] = g
 	}
 	if opts.Reason != "" {
-		body["reason"] = opts.Reason
+		body["reason"] = truncateReason(opts.Reason)
 	}
 	if opts.Delay > 0 {
 		body["delay"] = durationText(opts.Delay)
+	}
+	if opts.DeadLetter {
+		body["dead_letter"] = true
 	}
 	var res RequeueResult
 	if _, err := c.request(ctx, &call{method: "POST", path: "/requeue", json: body}, &res); err != nil {
@@ -184,14 +240,81 @@ func (c *Client) Requeue(ctx context.Context, msg *Message, opts *RequeueOptions
 	return &res, nil
 }
 
+// truncateReason keeps the first 1,024 bytes of a reason, as the broker keeps (on a rune
+// boundary).
+func truncateReason(r string) string {
+	if len(r) <= 1024 {
+		return r
+	}
+	r = r[:1024]
+	for !utf8.ValidString(r) {
+		r = r[:len(r)-1]
+	}
+	return r
+}
+
 // Touch extends the lease of a delivered message to by from now (POST /touch/{topic}/{id};
-// 0: the topic's visibility).
-func (c *Client) Touch(ctx context.Context, topic, id string, by time.Duration) error {
+// 0: the topic's visibility), in the group that consumed it.
+func (c *Client) Touch(ctx context.Context, m *Message, by time.Duration) error {
+	if m == nil {
+		return errNoMessage("Touch")
+	}
 	q := url.Values{}
 	if by > 0 {
 		q.Set("by", durationText(by))
 	}
-	_, err := c.request(ctx, &call{method: "POST", path: "/touch/" + seg(topic) + "/" + seg(id),
+	if g := m.group(); g != "" {
+		q.Set("group", g)
+	}
+	_, err := c.request(ctx, &call{method: "POST", path: "/touch/" + seg(m.Topic) + "/" + seg(m.ID),
 		query: q, idempotent: true}, nil)
 	return err
+}
+
+// TouchMany extends the leases of delivered messages to by from now (0: the topic's
+// visibility) with one POST /touch/{topic} per topic and group (10,000 ids each), and returns
+// how many were touched; messages no longer in flight are not an error.
+func (c *Client) TouchMany(ctx context.Context, msgs []*Message, by time.Duration) (int, error) {
+	keys, ids, err := byTopicAndGroup("TouchMany", msgs)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, k := range keys {
+		for i := 0; i < len(ids[k]); i += maxBatchAck {
+			res, err := c.touchBatch(ctx, k.topic, k.group, ids[k][i:min(i+maxBatchAck, len(ids[k]))], by)
+			if err != nil {
+				return total, err
+			}
+			total += res.Touched
+		}
+	}
+	return total, nil
+}
+
+// touched is the answer of POST /touch/{topic}.
+type touched struct {
+	Touched   int       `json:"touched"`
+	NotFound  []string  `json:"not_found"`
+	VisibleAt time.Time `json:"visible_at"`
+	// LeaseMS is the lease given, from now: the topic's when the touch named none.
+	LeaseMS int64 `json:"lease_ms"`
+}
+
+// touchBatch extends the leases of ids in one request.
+func (c *Client) touchBatch(ctx context.Context, topic, group string, ids []string, by time.Duration) (*touched, error) {
+	q := url.Values{}
+	if by > 0 {
+		q.Set("by", durationText(by))
+	}
+	if group != "" {
+		q.Set("group", group)
+	}
+	var res touched
+	_, err := c.request(ctx, &call{method: "POST", path: "/touch/" + seg(topic), query: q,
+		json: map[string]any{"ids": ids}, idempotent: true}, &res)
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
 }

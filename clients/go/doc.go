@@ -16,18 +16,23 @@
 //	msgs, err := c.Consume(ctx, "orders", &ferry.ConsumeOptions{Limit: 10, Wait: 5 * time.Second})
 //	for _, m := range msgs {
 //		// handle m.Payload …
-//		err = c.Ack(ctx, "orders", m.ID, nil)
+//		err = c.Ack(ctx, m)
 //	}
+//	defer c.Close()
 //
-// An empty queue is an empty slice and a nil error.
+// An empty queue is an empty slice and a nil error. Ack, Touch and Requeue take the message,
+// and settle it in the group that consumed it. Close ends the client: its Subscriptions,
+// Streams and Process loops, and every later call fails with ErrClosed.
 //
 // # Errors
 //
 // A refusal by the broker (an RFC 9457 problem answer) is an *Error with the HTTP Status, the
-// stable Code (`invalid_name`, `message_not_found`, `queue_full`, …), the Detail and the
-// broker's RequestID; read it with errors.As. A call that ran past its timeout or its
-// context's deadline matches ErrTimeout, and one that could not reach the broker, or lost the
-// connection, matches ErrConnection (errors.Is).
+// stable Code (CodeInvalidName, CodeMessageNotFound, CodeQueueFull, …), the Detail, the
+// broker's RequestID and a RetryAfter; read it with errors.As, or match its code with
+// errors.Is(err, ferry.CodeQueueFull). A call that ran past its timeout or its context's
+// deadline matches ErrTimeout, one that could not reach the broker, or lost the connection,
+// ErrConnection, an answer that cannot be read ErrBadResponse, and a call after Close
+// ErrClosed (errors.Is). IsTemporary says which are worth trying again as they are.
 //
 // # Timeouts and retries
 //

@@ -172,7 +172,7 @@ func TestRetries429AreBounded(t *testing.T) {
 	start := time.Now()
 	_, err := c.Publish(ctx, topic, []byte("2"), nil)
 	var fe *ferry.Error
-	if !errors.As(err, &fe) || fe.Status != 429 || fe.Code != "queue_full" || fe.RetryAfter < 1 {
+	if !errors.As(err, &fe) || fe.Status != 429 || fe.Code != "queue_full" || fe.RetryAfter < time.Second {
 		t.Fatalf("full queue: %v (%+v)", err, fe)
 	}
 	// Three retries, each after Retry-After (at least 1 s).
@@ -285,7 +285,7 @@ func TestProxy503RetriedOnlyWhenSafe(t *testing.T) {
 	}
 	_, err := c.Publish(ctx, topicName(t), []byte("x"), nil)
 	var fe *ferry.Error
-	if !errors.As(err, &fe) || fe.Status != 503 || fe.Code != "bad_response" {
+	if !errors.As(err, &fe) || fe.Status != 503 || fe.Code != "" {
 		t.Fatalf("a publish without key after a proxy's 503: %v", err)
 	}
 	if hits.Load() != 3 {

@@ -47,7 +47,7 @@ func Example() {
 	}
 	for _, m := range msgs {
 		fmt.Printf("%s\n", m.Payload)
-		if err := c.Ack(ctx, topic, m.ID, nil); err != nil {
+		if err := c.Ack(ctx, m); err != nil {
 			panic(err)
 		}
 	}
@@ -202,7 +202,7 @@ func ExampleClient_Subscribe() {
 	heard := make(chan string, 1)
 	sub, err := c.Subscribe(ctx, prefix+".*", func(m *ferry.Message) {
 		heard <- string(m.Payload)
-	})
+	}, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -54,14 +54,14 @@ func TestPublishConsumeAck(t *testing.T) {
 	if m.Timestamp.IsZero() {
 		t.Fatal("no timestamp")
 	}
-	if err := c.Touch(ctx, topic, m.ID, 30*time.Second); err != nil {
+	if err := c.Touch(ctx, m, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Ack(ctx, topic, m.ID, nil); err != nil {
+	if err := c.Ack(ctx, m); err != nil {
 		t.Fatal(err)
 	}
 	// A second ack: the message is no longer held.
-	err = c.Ack(ctx, topic, m.ID, nil)
+	err = c.Ack(ctx, m)
 	var fe *ferry.Error
 	if !errors.As(err, &fe) || fe.Status != 404 || fe.Code != "message_not_found" {
 		t.Fatalf("second ack: %v", err)
@@ -93,7 +93,7 @@ func TestConsumeManyAndAckMany(t *testing.T) {
 		}
 	}
 	ids := []string{msgs[0].ID, msgs[1].ID, msgs[2].ID, msgs[3].ID, msgs[4].ID, "0190c0de-0000-7000-8000-000000000000"}
-	n, err := c.AckMany(ctx, topic, ids, nil)
+	n, err := c.AckIDs(ctx, topic, ids, nil)
 	if err != nil || n != 5 {
 		t.Fatalf("AckMany: %d %v", n, err)
 	}
@@ -149,7 +149,7 @@ func TestGroups(t *testing.T) {
 	}
 	found := false
 	for _, g := range gs {
-		found = found || g.Group == "billing"
+		found = found || g.Name == "billing"
 	}
 	if !found {
 		t.Fatalf("groups: %+v", gs)
@@ -163,7 +163,7 @@ func TestGroups(t *testing.T) {
 		if err != nil || len(ms) != 1 {
 			t.Fatalf("group %q: %v %v", g, ms, err)
 		}
-		if err := c.Ack(ctx, topic, ms[0].ID, &ferry.AckOptions{Group: g}); err != nil {
+		if err := c.Ack(ctx, ms[0]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -233,11 +233,11 @@ func TestTopicsQueuesPurgeDelete(t *testing.T) {
 	if ms, err := c.Peek(ctx, topic); err != nil || len(ms) != 2 {
 		t.Fatalf("peek: %v %v", ms, err)
 	}
-	qs, err := c.Queues(ctx)
+	qs, err := c.TopicSummaries(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q *ferry.Queue
+	var q *ferry.TopicSummary
 	for _, x := range qs {
 		if x.Name == topic {
 			q = x

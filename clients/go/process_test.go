@@ -244,11 +244,13 @@ func TestProcessReleasesAMessageItsHandlerGaveUpOnCancel(t *testing.T) {
 	c := newClient(t, sharedURL(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := runProcess(ctx, c, topic, nil, func(ctx context.Context, m *ferry.Message) error {
-		cancel()
-		<-ctx.Done()
-		return fmt.Errorf("stopped: %w", ctx.Err())
-	})
+	// The handler's own context outlives ctx by the ShutdownTimeout, and then ends.
+	done := runProcess(ctx, c, topic, &ferry.ProcessOptions{ShutdownTimeout: 200 * time.Millisecond},
+		func(hctx context.Context, m *ferry.Message) error {
+			cancel()
+			<-hctx.Done()
+			return fmt.Errorf("stopped: %w", hctx.Err())
+		})
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

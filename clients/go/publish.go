@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // PublishOptions are the optional settings of Publish; a nil *PublishOptions means none.
@@ -32,11 +33,13 @@ type PublishOptions struct {
 // PublishResult is the broker's answer to a publish.
 type PublishResult struct {
 	// ID is the message's id (UUIDv7); for a repeated idempotency key, the original's.
-	ID    string `json:"id"`
+	ID string `json:"id"`
+	// Topic is the topic it was stored in.
 	Topic string `json:"topic"`
 	// Timestamp is when the broker stored it.
 	Timestamp time.Time `json:"timestamp"`
-	Priority  string    `json:"priority"`
+	// Priority is the priority it was stored with.
+	Priority Priority `json:"priority"`
 	// Deduplicated is true when the idempotency key was seen within its window: nothing stored.
 	Deduplicated bool `json:"deduplicated"`
 	// VisibleAt is when a delayed message becomes available (zero without Delay).
@@ -44,8 +47,9 @@ type PublishResult struct {
 	// ExpiresAt is when its TTL ends (zero without TTL).
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	// Broadcast is true for a broadcast, which has no ID; DeliveredTo says how many got it.
-	Broadcast   bool `json:"broadcast,omitempty"`
-	DeliveredTo int  `json:"delivered_to,omitempty"`
+	Broadcast bool `json:"broadcast,omitempty"`
+	// DeliveredTo is how many waiting consumers and streams a broadcast reached.
+	DeliveredTo int `json:"delivered_to,omitempty"`
 }
 
 // mqHeader is name with the X-MQ- prefix the broker stores.
@@ -103,27 +107,49 @@ func (c *Client) Publish(ctx context.Context, topic string, body []byte, opts *P
 	return &res, nil
 }
 
-// BatchMessage is one message of PublishBatch.
+// BatchMessage is one message of PublishBatch; its fields mean what PublishOptions' do.
 type BatchMessage struct {
-	Payload        []byte
-	TTL            time.Duration
-	Delay          time.Duration
-	Priority       Priority
+	// Payload is the message's bytes.
+	Payload []byte
+	// TTL drops the message if it is not consumed within this time (0: never).
+	TTL time.Duration
+	// Delay hides the message until this time has passed.
+	Delay time.Duration
+	// Priority is high, normal (the default) or low.
+	Priority Priority
+	// IdempotencyKey: a repeat within 5 minutes stores nothing and answers the original ID.
 	IdempotencyKey string
 	// Headers are stored with the message; a name without the `X-MQ-` prefix gets it.
-	Headers     map[string]string
+	Headers map[string]string
+	// ContentType is the payload's Content-Type, kept for webhooks.
 	ContentType string
 }
 
-// PublishBatch stores up to 1,000 messages in one request (POST /publish/{topic}/batch), all or
-// nothing, and returns one result per message in order. It is retried after a lost connection
-// only when every message carries an IdempotencyKey (its own, or WithAutoIdempotencyKeys').
+// maxBatchPublish is the most messages one batch request carries; PublishBatch splits more.
+const maxBatchPublish = 1000
+
+// PublishBatch stores messages with POST /publish/{topic}/batch, 1,000 per request, each request
+// all or nothing, and returns one result per message in order. With more than 1,000, a request
+// that fails ends the call: the results of the requests before it are returned with the error.
+// A request is retried after a lost connection only when every message in it carries an
+// IdempotencyKey (its own, or WithAutoIdempotencyKeys'). A UTF-8 payload is sent as text.
 func (c *Client) PublishBatch(ctx context.Context, topic string, msgs []BatchMessage) ([]*PublishResult, error) {
-	if len(msgs) == 0 {
-		return nil, nil
+	var out []*PublishResult
+	for i := 0; i < len(msgs); i += maxBatchPublish {
+		res, err := c.publishBatch(ctx, topic, msgs[i:min(i+maxBatchPublish, len(msgs))])
+		out = append(out, res...)
+		if err != nil {
+			return out, err
+		}
 	}
+	return out, nil
+}
+
+// publishBatch stores up to 1,000 messages in one request.
+func (c *Client) publishBatch(ctx context.Context, topic string, msgs []BatchMessage) ([]*PublishResult, error) {
 	type item struct {
-		Payload        []byte            `json:"payload"`
+		Payload        *[]byte           `json:"payload,omitempty"`
+		PayloadText    *string           `json:"payload_text,omitempty"`
 		TTL            string            `json:"ttl,omitempty"`
 		Delay          string            `json:"delay,omitempty"`
 		Priority       Priority          `json:"priority,omitempty"`
@@ -134,10 +160,16 @@ func (c *Client) PublishBatch(ctx context.Context, topic string, msgs []BatchMes
 	items := make([]item, len(msgs))
 	keyed := true
 	for i, m := range msgs {
-		it := item{Payload: m.Payload, Priority: m.Priority, IdempotencyKey: m.IdempotencyKey,
-			ContentType: m.ContentType}
-		if it.Payload == nil {
-			it.Payload = []byte{}
+		it := item{Priority: m.Priority, IdempotencyKey: m.IdempotencyKey, ContentType: m.ContentType}
+		if len(m.Payload) > 0 && utf8.Valid(m.Payload) {
+			text := string(m.Payload) // a third smaller than Base64, and no encoding
+			it.PayloadText = &text
+		} else {
+			payload := m.Payload
+			if payload == nil {
+				payload = []byte{}
+			}
+			it.Payload = &payload
 		}
 		if m.TTL > 0 {
 			it.TTL = durationText(m.TTL)

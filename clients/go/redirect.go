@@ -79,7 +79,7 @@ func hostKey(u *url.URL) string {
 // whether the API key goes along.
 func (c *Client) follow(ctx context.Context, action string, from, to *url.URL) (withKey bool, err error) {
 	refuse := func(why string) error {
-		return &Error{Status: http.StatusTemporaryRedirect, Code: "redirect_refused",
+		return &Error{Status: http.StatusTemporaryRedirect, Code: CodeRedirectRefused,
 			Detail: fmt.Sprintf("%s: %s redirected to %s, %s", action, from.Host, to.Redacted(), why)}
 	}
 	switch {

@@ -34,9 +34,9 @@ type call struct {
 	// wait is a long poll's wait, added to the per-attempt timeout (when there is one).
 	wait time.Duration
 	// empty is a problem code that means an empty answer (consume's queue_empty), not an error.
-	empty string
+	empty Code
 	// doneOnRetry is a problem code that, after a lost attempt, means that attempt did the work.
-	doneOnRetry string
+	doneOnRetry Code
 	// answers are non-2xx statuses whose body is the answer (the 503 of /healthz).
 	answers []int
 	// noRetry: one attempt only.
@@ -68,6 +68,9 @@ func (c *Client) request(ctx context.Context, cl *call, out any) (int, error) {
 		body, contentType = b, "application/json"
 	}
 	action := cl.method + " " + cl.path
+	if c.closed.Load() && ctx.Value(settling{}) == nil { // a Process's shutdown work may go on
+		return 0, fmt.Errorf("%w: %s: the client is closed", ErrClosed, action)
+	}
 	lost := false
 	for attempt := 0; ; attempt++ {
 		status, h, data, err := c.once(ctx, cl, body, contentType, action)
@@ -75,9 +78,8 @@ func (c *Client) request(ctx context.Context, cl *call, out any) (int, error) {
 			if (status >= 200 && status < 300) || containsInt(cl.answers, status) {
 				if out != nil && len(bytes.TrimSpace(data)) > 0 {
 					if jerr := json.Unmarshal(data, out); jerr != nil {
-						return status, &Error{Status: status, Code: "bad_response",
-							Detail:    fmt.Sprintf("%s: cannot read the answer: %v", action, jerr),
-							RequestID: h.Get("X-Request-Id")}
+						return status, fmt.Errorf("%w: %s answered %d (request %s) that cannot be read: %w",
+							ErrBadResponse, action, status, h.Get("X-Request-Id"), jerr)
 					}
 				}
 				return status, nil
@@ -101,11 +103,11 @@ func (c *Client) request(ctx context.Context, cl *call, out any) (int, error) {
 			busy := fe.Status == http.StatusTooManyRequests || fe.Status == http.StatusServiceUnavailable
 			// The broker refuses a 429/503 before acting; a 503 that is not its problem answer
 			// (a proxy's) may come after the work was done, so only safe calls try again.
-			if !busy || (fe.Code == "bad_response" && !cl.idempotent) {
+			if !busy || (fe.Code == "" && !cl.idempotent) {
 				return status, err
 			}
 			if fe.RetryAfter > 0 {
-				wait = time.Duration(fe.RetryAfter) * time.Second
+				wait = fe.RetryAfter
 			} else {
 				wait = c.retry.backoff(attempt)
 			}
@@ -222,12 +224,11 @@ func problem(status int, h http.Header, data []byte, action string) *Error {
 		RequestID string `json:"request_id"`
 	}
 	if json.Unmarshal(data, &p) == nil && p.Code != "" {
-		e.Code, e.Detail = p.Code, p.Detail
+		e.Code, e.Detail = Code(p.Code), p.Detail
 		if p.RequestID != "" {
 			e.RequestID = p.RequestID
 		}
-	} else {
-		e.Code = "bad_response"
+	} else { // not the broker's problem body: Code stays ""
 		text := strings.TrimSpace(string(data))
 		if len(text) > 200 {
 			text = text[:200]
@@ -236,10 +237,10 @@ func problem(status int, h http.Header, data []byte, action string) *Error {
 	}
 	if ra := h.Get("Retry-After"); ra != "" {
 		if n, err := strconv.Atoi(strings.TrimSpace(ra)); err == nil && n > 0 {
-			e.RetryAfter = n
+			e.RetryAfter = time.Duration(n) * time.Second
 		} else if t, err := http.ParseTime(ra); err == nil {
-			if s := int(time.Until(t).Round(time.Second) / time.Second); s > 0 {
-				e.RetryAfter = s
+			if d := time.Until(t).Round(time.Second); d > 0 {
+				e.RetryAfter = d
 			}
 		}
 	}

@@ -31,10 +31,6 @@ type StreamOptions struct {
 	OnReset func()
 }
 
-// streamIdle is the silence after which a stream counts as dead and is replaced: three of the
-// broker's 15 s pings.
-var streamIdle = 45 * time.Second
-
 // Stream reads the server-sent events of GET /stream/{topic}: a live, read-only copy of every
 // message stored in the topic (nothing is consumed), each with its EventID set.
 //
@@ -47,12 +43,26 @@ var streamIdle = 45 * time.Second
 //     yielded as an *Error and ends the sequence. An event whose data is not a Message is
 //     yielded as an error, and the sequence goes on if the loop does.
 //   - A broadcast has no event id: its EventID is "" (the resume point stays the last id).
-//   - The sequence ends when ctx ends (nothing is yielded then) or the loop breaks.
+//   - The sequence ends when ctx ends (nothing is yielded then) or the loop breaks. When the
+//     Client is closed (before or during), it yields an error matching ErrClosed and ends.
+//
+// The connection is dropped after 45 s without an event or the broker's ping (sent every
+// 15 s).
 func (c *Client) Stream(ctx context.Context, topic string, opts *StreamOptions) iter.Seq2[*Message, error] {
 	if opts == nil {
 		opts = &StreamOptions{}
 	}
 	return func(yield func(*Message, error) bool) {
+		parent := ctx
+		ctx, stop := c.bound(parent)
+		defer stop()
+		closed := func() bool {
+			if parent.Err() == nil && errors.Is(context.Cause(ctx), ErrClosed) {
+				yield(nil, fmt.Errorf("%w: stream %q: the client is closed", ErrClosed, topic))
+				return true
+			}
+			return false
+		}
 		s := &sseStream{c: c, topic: topic, opts: opts, last: opts.LastEventID}
 		failures := 0
 		for ctx.Err() == nil {
@@ -67,13 +77,14 @@ func (c *Client) Stream(ctx context.Context, topic string, opts *StreamOptions) 
 				failures = 0
 			}
 			if wait == 0 {
-				wait = reconnectDelay(failures)
+				wait = c.reconnectDelay(failures)
 				failures++
 			}
 			if !sleepCtx(ctx, wait) {
-				return
+				break
 			}
 		}
+		closed()
 	}
 }
 
@@ -130,11 +141,12 @@ func (s *sseStream) connect(ctx context.Context, yield func(*Message, error) boo
 		if !loopRetryable(fe.Status) {
 			return false, 0, fe
 		}
-		return false, time.Duration(fe.RetryAfter) * time.Second, nil
+		return false, fe.RetryAfter, nil
 	}
 
 	// A watchdog replaces a connection nothing has come through for streamIdle.
 	var mu sync.Mutex
+	streamIdle := s.c.streamIdle
 	idle := time.AfterFunc(streamIdle, cancel)
 	defer idle.Stop()
 	touch := func(on bool) {
@@ -176,7 +188,7 @@ func (s *sseStream) connect(ctx context.Context, yield func(*Message, error) boo
 		}
 		// `shutdown` and unknown events: nothing to do; the end of the body follows.
 		if ctx.Err() != nil {
-			return true, 0, errStop
+			return true, 0, nil // the loop above ends, and says so if the Client closed
 		}
 		touch(true)
 	}

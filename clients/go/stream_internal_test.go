@@ -46,11 +46,6 @@ func TestSSEParserReadsEveryLineEndingCommentsAndMultiLineData(t *testing.T) {
 // connection sends one event and goes silent, the second (which must resume after it) ends with
 // `event: shutdown`, the third answers 503, and the fourth sends the next event.
 func TestStreamReplacesASilentConnectionAndResumes(t *testing.T) {
-	oldIdle, oldFirst := streamIdle, reconnectFirst.Load()
-	streamIdle = 300 * time.Millisecond
-	reconnectFirst.Store(int64(10 * time.Millisecond))
-	defer func() { streamIdle = oldIdle; reconnectFirst.Store(oldFirst) }()
-
 	var mu sync.Mutex
 	var lastIDs []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -81,10 +76,11 @@ func TestStreamReplacesASilentConnectionAndResumes(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c, err := New(srv.URL)
+	c, err := New(srv.URL, withSchedule(10*time.Millisecond, 300*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resets := 0

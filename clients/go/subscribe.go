@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
@@ -13,12 +14,23 @@ import (
 	"github.com/coder/websocket"
 )
 
-// SubscriptionQueue is how many messages a Subscription holds for its handler. The socket's
-// reader never waits for a handler: when a handler falls this far behind, further messages for
-// its subscription are dropped and counted (Subscription.Dropped), as a NATS client does with a
-// slow consumer, until the handler catches up. Other subscriptions on the socket are not held up.
-// A subscription that must not miss anything reads with Stream, which resumes.
-const SubscriptionQueue = 1024
+// DefaultPending is how many messages a Subscription holds for its handler unless
+// SubscribeOptions.Pending says otherwise.
+const DefaultPending = 1024
+
+// SubscribeOptions tune Subscribe; a nil *SubscribeOptions means the defaults.
+type SubscribeOptions struct {
+	// Pending is how many messages the Subscription holds for its handler (0: DefaultPending).
+	// The socket's reader never waits for a handler: when one falls this far behind, further
+	// messages for its Subscription are dropped and counted (Subscription.Dropped), as a NATS
+	// client does with a slow consumer, until it catches up. Other Subscriptions are not held
+	// up. A reader that must not miss anything reads with Stream, which resumes.
+	Pending int
+	// OnSlowConsumer, when set, is called when the Subscription starts dropping messages (the
+	// first drop after the handler had kept up), with the number dropped so far. It runs on
+	// the socket's reader: keep it quick, and do not call the Subscription's methods from it.
+	OnSlowConsumer func(dropped uint64)
+}
 
 // Subscription is a set of patterns heard over the Client's WebSocket (GET /ws), each message
 // handed to one handler. It spies: messages are not consumed or leased. Its methods are safe
@@ -26,35 +38,53 @@ const SubscriptionQueue = 1024
 type Subscription struct {
 	hub     *wsHub
 	handler func(*Message)
+	onSlow  func(uint64)
 	queue   chan *Message
 	stop    chan struct{}
+	// done is closed when the handler's goroutine has returned.
+	done    chan struct{}
 	dropped atomic.Uint64
 
 	mu       sync.Mutex
 	patterns map[string]bool
 	closed   bool
+	slow     bool // dropping, since the last message queued
 }
 
 // Subscribe spies on the topics pattern matches (`orders`, `orders.*`: a trailing `*` matches
 // any suffix, `*` alone every topic) over the Client's one WebSocket, which every Subscription
 // of the Client shares: it opens with the first and closes with the last. It returns once the
-// broker confirmed the pattern, or with ctx's error, or with the broker's refusal: an *Error
-// with the HTTP status of a refused upgrade (401, 403), or with Status 0 and the error frame's
-// Code and Detail.
+// broker confirmed the pattern, or with the broker's refusal (an *Error: the HTTP status of a
+// refused upgrade, 401 or 403, or an error frame's Code with the status HTTP gives it), or
+// when ctx ends: an error matching ErrTimeout for a deadline (and ErrConnection too when the
+// socket could not connect, wrapping the last failure), else ctx's error.
 //
 // handler runs on a goroutine of the Subscription, one message at a time in the order received;
-// see SubscriptionQueue for what happens when it falls behind. The socket answers the broker's
+// see SubscribeOptions.Pending for what happens when it falls behind. The socket answers the broker's
 // Pings (its reader always runs), and after a lost connection (a restart, a network cut) it
 // reconnects, waiting 1 s doubling to 32 s, and subscribes every pattern again; messages stored
 // while it was away are not heard (WebSocket has no resume: use Stream for that). A message
 // matching two patterns of one Subscription is handed to it twice, once per pattern.
-func (c *Client) Subscribe(ctx context.Context, pattern string, handler func(*Message)) (*Subscription, error) {
+func (c *Client) Subscribe(ctx context.Context, pattern string, handler func(*Message),
+	opts *SubscribeOptions) (*Subscription, error) {
 	if handler == nil {
-		return nil, errors.New("ferry: Subscribe needs a handler")
+		return nil, errors.New("ferry: Subscribe needs a handler, got nil")
 	}
-	s := &Subscription{handler: handler, queue: make(chan *Message, SubscriptionQueue),
-		stop: make(chan struct{}), patterns: map[string]bool{}}
-	s.hub = joinHub(c, s)
+	if opts == nil {
+		opts = &SubscribeOptions{}
+	}
+	pending := opts.Pending
+	if pending <= 0 {
+		pending = DefaultPending
+	}
+	s := &Subscription{handler: handler, onSlow: opts.OnSlowConsumer,
+		queue: make(chan *Message, pending), stop: make(chan struct{}), done: make(chan struct{}),
+		patterns: map[string]bool{}}
+	hub, err := joinHub(c, s)
+	if err != nil {
+		return nil, err
+	}
+	s.hub = hub
 	go s.handle()
 	if err := s.Add(ctx, pattern); err != nil {
 		s.Close()
@@ -72,7 +102,7 @@ func (s *Subscription) Add(ctx context.Context, pattern string) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return errors.New("ferry: the subscription is closed")
+		return fmt.Errorf("%w: cannot subscribe to %q: the subscription is closed", ErrClosed, pattern)
 	}
 	if s.patterns[pattern] {
 		s.mu.Unlock()
@@ -103,13 +133,15 @@ func (s *Subscription) Unsubscribe(ctx context.Context, pattern string) error {
 	return s.hub.unsubscribe(ctx, pattern)
 }
 
-// Close ends the subscription: every pattern is unsubscribed, queued messages are dropped, and a
-// handler running now is let finish (Close does not wait for it). The socket closes with the
-// Client's last Subscription. Closing again is a no-op.
+// Close ends the subscription: every pattern is unsubscribed, queued messages are dropped, and
+// Close returns once a handler running now has returned (so do not call it from the handler).
+// The socket closes with the Client's last Subscription, and Close waits for its reader too.
+// Closing again is a no-op; Add after Close returns an error matching ErrClosed.
 func (s *Subscription) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		<-s.done
 		return nil
 	}
 	s.closed = true
@@ -126,27 +158,39 @@ func (s *Subscription) Close() error {
 		s.hub.unsubscribe(ctx, p)
 	}
 	s.hub.leave(s)
+	<-s.done
 	return nil
 }
 
-// Dropped is how many messages were dropped because the handler fell SubscriptionQueue behind.
+// Dropped is how many messages were dropped because the handler fell Pending behind.
 func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
 
 // offer queues m for the handler when s holds pattern; it never waits.
 func (s *Subscription) offer(pattern string, m *Message) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed || !s.patterns[pattern] {
+		s.mu.Unlock()
 		return
 	}
+	var tell func(uint64)
+	var n uint64
 	select {
 	case s.queue <- m:
+		s.slow = false
 	default:
-		s.dropped.Add(1)
+		n = s.dropped.Add(1)
+		if !s.slow {
+			s.slow, tell = true, s.onSlow
+		}
+	}
+	s.mu.Unlock()
+	if tell != nil {
+		tell(n)
 	}
 }
 
 func (s *Subscription) handle() {
+	defer close(s.done)
 	for {
 		select {
 		case <-s.stop:
@@ -166,6 +210,10 @@ func (s *Subscription) handle() {
 type wsHub struct {
 	c      *Client
 	cancel context.CancelFunc
+	// done is closed when run has returned.
+	done chan struct{}
+	// lastErr is why the socket last failed to connect (nil once connected).
+	lastErr error
 
 	mu      sync.Mutex
 	conn    *websocket.Conn // nil while (re)connecting
@@ -175,26 +223,51 @@ type wsHub struct {
 	pending []string                // subscribe frames sent on conn, unconfirmed, oldest first
 }
 
-// joinHub adds s to c's hub, starting the hub (and its socket) if c has none.
-func joinHub(c *Client, s *Subscription) *wsHub {
+// joinHub adds s to c's hub, starting the hub (and its socket) if c has none; ErrClosed once
+// c is closed.
+func joinHub(c *Client, s *Subscription) (*wsHub, error) {
 	c.hubMu.Lock()
 	defer c.hubMu.Unlock()
+	if c.closed.Load() {
+		return nil, fmt.Errorf("%w: cannot subscribe: the client is closed", ErrClosed)
+	}
 	h := c.hub
 	if h == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		h = &wsHub{c: c, cancel: cancel, subs: map[*Subscription]bool{}, refs: map[string]int{},
-			waiters: map[string][]chan error{}}
+		h = &wsHub{c: c, cancel: cancel, done: make(chan struct{}), subs: map[*Subscription]bool{},
+			refs: map[string]int{}, waiters: map[string][]chan error{}}
 		c.hub = h
-		go h.run(ctx)
+		go func() {
+			defer close(h.done)
+			h.run(ctx)
+		}()
 	}
 	h.mu.Lock()
 	h.subs[s] = true
 	h.mu.Unlock()
-	return h
+	return h, nil
 }
 
-// leave removes s; the last to leave closes the socket.
+// subscriptions are the hub's Subscriptions now.
+func (h *wsHub) subscriptions() []*Subscription {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	subs := make([]*Subscription, 0, len(h.subs))
+	for s := range h.subs {
+		subs = append(subs, s)
+	}
+	return subs
+}
+
+// leave removes s; the last to leave closes the socket and waits for the hub's reader.
 func (h *wsHub) leave(s *Subscription) {
+	if h.detach(s) {
+		<-h.done
+	}
+}
+
+// detach removes s; true when it was the last, and the socket is closing.
+func (h *wsHub) detach(s *Subscription) bool {
 	h.c.hubMu.Lock()
 	defer h.c.hubMu.Unlock()
 	h.mu.Lock()
@@ -206,7 +279,7 @@ func (h *wsHub) leave(s *Subscription) {
 	}
 	h.mu.Unlock()
 	if !last {
-		return
+		return false
 	}
 	if h.c.hub == h {
 		h.c.hub = nil
@@ -215,6 +288,7 @@ func (h *wsHub) leave(s *Subscription) {
 	if conn != nil {
 		conn.Close(websocket.StatusNormalClosure, "closed by the client")
 	}
+	return true
 }
 
 // subscribe holds pattern for one more Subscription and waits until the broker confirms it.
@@ -234,8 +308,13 @@ func (h *wsHub) subscribe(ctx context.Context, pattern string) error {
 	case <-ctx.Done():
 		h.mu.Lock()
 		h.waiters[pattern] = slices.DeleteFunc(h.waiters[pattern], func(w chan error) bool { return w == ch })
+		last := h.lastErr
 		h.mu.Unlock()
-		return ctx.Err()
+		err := ctxError(ctx, fmt.Sprintf("subscribe to %q", pattern))
+		if last != nil {
+			err = fmt.Errorf("%w; the socket: %w", err, last)
+		}
+		return err
 	}
 }
 
@@ -285,7 +364,14 @@ func (h *wsHub) run(ctx context.Context) {
 		dctx, cancel := h.c.withTimeout(ctx)
 		conn, res, err := websocket.Dial(dctx, h.c.endpoint("/ws", nil),
 			&websocket.DialOptions{HTTPClient: h.c.hc, HTTPHeader: header})
+		var failed error
+		if err != nil && ctx.Err() == nil {
+			failed = h.c.transportError(ctx, dctx, err, "GET /ws", 0)
+		}
 		cancel()
+		h.mu.Lock()
+		h.lastErr = failed
+		h.mu.Unlock()
 		if err != nil && res != nil && res.StatusCode >= 400 && res.Body != nil {
 			// A refusal of the upgrade (401, 403, …) fails every Add waiting now; the socket
 			// keeps trying, with the backoff, for any later one.
@@ -320,7 +406,7 @@ func (h *wsHub) run(ctx context.Context) {
 			h.mu.Unlock()
 			conn.CloseNow()
 		}
-		if !sleepCtx(ctx, reconnectDelay(failures)) {
+		if !sleepCtx(ctx, h.c.reconnectDelay(failures)) {
 			return
 		}
 		failures++
@@ -409,7 +495,7 @@ func (h *wsHub) read(ctx context.Context, conn *websocket.Conn, failures *int) {
 			}
 			h.mu.Unlock()
 			for _, w := range ws {
-				w <- &Error{Code: f.Code, Detail: f.Detail}
+				w <- &Error{Status: codeStatus[Code(f.Code)], Code: Code(f.Code), Detail: f.Detail}
 			}
 			for _, p := range patterns {
 				h.sendSubscribe(ctx, conn, p)

@@ -74,7 +74,7 @@ func TestSubscribeAddUnsubscribeAndOneSocketPerClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	got := make(chan *ferry.Message, 10)
-	sub, err := c.Subscribe(ctx, topic+".*", func(m *ferry.Message) { got <- m })
+	sub, err := c.Subscribe(ctx, topic+".*", func(m *ferry.Message) { got <- m }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestSubscribeAddUnsubscribeAndOneSocketPerClient(t *testing.T) {
 	// A second Subscription rides the same socket, and holding the same pattern does not
 	// unsubscribe it from the first when it leaves.
 	got2 := make(chan *ferry.Message, 10)
-	sub2, err := c.Subscribe(ctx, topic+".*", func(m *ferry.Message) { got2 <- m })
+	sub2, err := c.Subscribe(ctx, topic+".*", func(m *ferry.Message) { got2 <- m }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestSubscribeResubscribesAfterABrokerRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	got := make(chan *ferry.Message, 100)
-	sub, err := c.Subscribe(ctx, topic, func(m *ferry.Message) { got <- m })
+	sub, err := c.Subscribe(ctx, topic, func(m *ferry.Message) { got <- m }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,13 +172,13 @@ func TestSubscribeDropsAndCountsWhatASlowHandlerCannotTake(t *testing.T) {
 	sub, err := c.Subscribe(ctx, topic, func(m *ferry.Message) {
 		<-release
 		handled.Add(1)
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
 	const extra = 20
-	total := ferry.SubscriptionQueue + 1 + extra // one in the handler, a full queue, the rest dropped
+	total := ferry.DefaultPending + 1 + extra // one in the handler, a full queue, the rest dropped
 	for i := range total {
 		publish(t, sharedURL(t), topic, fmt.Sprintf("%d", i))
 	}
@@ -245,7 +245,7 @@ func TestSubscribeAnswersTheBrokersPings(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan *ferry.Message, 10)
-	sub, err := c.Subscribe(context.Background(), "orders", func(m *ferry.Message) { got <- m })
+	sub, err := c.Subscribe(context.Background(), "orders", func(m *ferry.Message) { got <- m }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,9 +269,13 @@ func TestSubscribeEndsWithTheContextWhenTheBrokerIsAway(t *testing.T) {
 	c := newClient(t, "http://"+addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	sub, err := c.Subscribe(ctx, "orders", func(*ferry.Message) {})
+	sub, err := c.Subscribe(ctx, "orders", func(*ferry.Message) {}, nil)
 	if err == nil || sub != nil || ctx.Err() == nil {
 		t.Fatalf("Subscribe with no broker gave %v, %v", sub, err)
+	}
+	// A deadline is ErrTimeout, and the socket's failure to connect is ErrConnection.
+	if !errors.Is(err, ferry.ErrTimeout) || !errors.Is(err, ferry.ErrConnection) {
+		t.Fatalf("Subscribe with no broker: %v; want ErrTimeout and ErrConnection", err)
 	}
 }
 
@@ -282,7 +286,7 @@ func TestStreamSubscribeAndProcessSendTheAPIKey(t *testing.T) {
 	defer cancel()
 	anon := newClient(t, b.URL)
 	var fe *ferry.Error
-	if _, err := anon.Subscribe(ctx, topic, func(*ferry.Message) {}); !errors.As(err, &fe) || fe.Status != 401 {
+	if _, err := anon.Subscribe(ctx, topic, func(*ferry.Message) {}, nil); !errors.As(err, &fe) || fe.Status != 401 {
 		t.Fatalf("Subscribe without a key: %v; want a 401", err)
 	}
 	for _, err := range anon.Stream(ctx, topic, nil) {
@@ -299,7 +303,7 @@ func TestStreamSubscribeAndProcessSendTheAPIKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan *ferry.Message, 1)
-	sub, err := c.Subscribe(ctx, topic, func(m *ferry.Message) { got <- m })
+	sub, err := c.Subscribe(ctx, topic, func(m *ferry.Message) { got <- m }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

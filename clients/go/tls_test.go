@@ -71,7 +71,7 @@ func TestWithTLSConfigPublishesConsumesAndSubscribesOverTLS(t *testing.T) {
 	defer cancel()
 
 	got := make(chan *ferry.Message, 1)
-	sub, err := c.Subscribe(ctx, "secure", func(m *ferry.Message) { got <- m })
+	sub, err := c.Subscribe(ctx, "secure", func(m *ferry.Message) { got <- m }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

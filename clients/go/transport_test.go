@@ -120,7 +120,7 @@ func TestEveryRequestNamesTheClientInItsUserAgent(t *testing.T) {
 	for range c.Stream(ctx, "orders", nil) {
 		break
 	}
-	c.Subscribe(ctx, "orders", func(*ferry.Message) {})
+	c.Subscribe(ctx, "orders", func(*ferry.Message) {}, nil)
 	want := fmt.Sprintf("ferry-go/%s (%s; %s/%s)", ferry.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	mu.Lock()
 	defer mu.Unlock()
@@ -199,7 +199,7 @@ func TestRetryAfterIsWaitedInFull(t *testing.T) {
 	start = time.Now()
 	_, err = c.Stats(ctx)
 	var fe *ferry.Error
-	if !errors.As(err, &fe) || fe.Code != "electing" || fe.RetryAfter != 6 {
+	if !errors.As(err, &fe) || fe.Code != "electing" || fe.RetryAfter != 6*time.Second {
 		t.Fatalf("got %v, want the 503 with its Retry-After", err)
 	}
 	if took := time.Since(start); took > time.Second {
