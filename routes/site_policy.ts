@@ -1,7 +1,9 @@
 /**
  * Which sites may drive the broker (docs/security.md "Browsers"). A request must name the broker
- * by a host it answers to: on a loopback bind only loopback names, BROKER_ALLOWED_HOSTS and the
- * advertised URL's host, so a DNS-rebinding page (which names its own host) reads nothing. A
+ * by a host it answers to: loopback names, BROKER_ALLOWED_HOSTS and the advertised URL's host, and
+ * on a bind beyond loopback any IP address too (a rebinding page names its own host, never an
+ * address), so a DNS-rebinding page reads nothing. The check holds on a loopback bind, and on any
+ * bind while API keys are off or BROKER_ALLOWED_HOSTS is set. A
  * browser request that changes state must come from the broker's own origin, one in
  * BROKER_ALLOWED_ORIGINS or the advertised URL's: a cross-site form, `fetch`, `<img>` or
  * WebSocket is refused. Clients that send no `Origin` (curl, the TS and Go clients, the CLI)
@@ -14,6 +16,8 @@ import type { Route } from "./router.ts";
 
 /** A loopback address as a Host names it; `localhost` is checked apart. */
 const LOOPBACK_HOST = /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$|^\[::1\]$/;
+/** An IP address as a Host names it: no page a DNS name serves can send one of these. */
+const ADDRESS_HOST = /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$|^\[[0-9a-f:.]+\]$/;
 /** Authorities already let through, so the usual few cost one lookup; bounded against floods. */
 const KNOWN_AUTHORITIES_MAX = 64;
 
@@ -41,11 +45,16 @@ export class SitePolicy {
   /** Host names besides loopback ones; undefined: any host is answered. */
   readonly #hosts: Set<string> | undefined;
   readonly #origins: Set<string>;
+  /** Bound beyond loopback: a Host that is an IP address is this machine's, not a rebound name. */
+  readonly #addresses: boolean;
   readonly #known = new Set<string>();
 
-  constructor(opts: { hosts?: readonly string[]; origins?: readonly string[] }) {
+  constructor(
+    opts: { hosts?: readonly string[]; origins?: readonly string[]; addresses?: boolean },
+  ) {
     this.#hosts = opts.hosts ? new Set(opts.hosts) : undefined;
     this.#origins = new Set(opts.origins ?? []);
+    this.#addresses = opts.addresses ?? false;
   }
 
   /**
@@ -58,7 +67,10 @@ export class SitePolicy {
     const authority = origin.slice(origin.indexOf("//") + 2);
     if (this.#known.has(authority)) return;
     const host = hostOf(authority);
-    if (host === "localhost" || LOOPBACK_HOST.test(host) || hosts.has(host)) {
+    if (
+      host === "localhost" || LOOPBACK_HOST.test(host) || hosts.has(host) ||
+      (this.#addresses && ADDRESS_HOST.test(host))
+    ) {
       if (this.#known.size < KNOWN_AUTHORITIES_MAX && URL.canParse(origin)) {
         this.#known.add(authority);
       }
@@ -69,8 +81,12 @@ export class SitePolicy {
     }
     throw new BrokerError(
       "forbidden",
-      `Cannot answer a request for host "${shown(authority)}": the broker listens on loopback ` +
-        "and answers localhost, 127.0.0.1 and [::1]; list other names in BROKER_ALLOWED_HOSTS",
+      `Cannot answer a request for host "${shown(authority)}": ` +
+        (this.#addresses
+          ? "the broker answers its IP addresses, localhost and the names in BROKER_ALLOWED_HOSTS; " +
+            "list this name there (or turn API keys on)"
+          : "the broker listens on loopback and answers localhost, 127.0.0.1 and [::1]; list " +
+            "other names in BROKER_ALLOWED_HOSTS"),
     );
   }
 
@@ -128,15 +144,25 @@ function advertised(url: string): { origin: string; host: string } | undefined {
   return { origin: u.origin, host: hostOf(u.host) };
 }
 
-/** The policy of a configuration: its bind address and BROKER_ALLOWED_HOSTS / _ORIGINS. */
+/**
+ * The policy of a configuration: its bind address, whether API keys are on, and
+ * BROKER_ALLOWED_HOSTS / _ORIGINS. Beyond loopback with keys on, any Host is answered unless
+ * BROKER_ALLOWED_HOSTS is set: a rebound page cannot send the key.
+ */
 export function sitePolicy(
-  config: Pick<Config, "host" | "allowedHosts" | "allowedOrigins" | "advertiseUrl">,
+  config: Pick<
+    Config,
+    "host" | "allowedHosts" | "allowedOrigins" | "advertiseUrl" | "apiKeys" | "apiKeysFile"
+  >,
 ): SitePolicy {
   const adv = advertised(config.advertiseUrl);
+  const loopback = isLoopbackBind(config.host);
+  const keysOff = config.apiKeys === "" && config.apiKeysFile === "";
   const checked = !config.allowedHosts.includes("*") &&
-    (isLoopbackBind(config.host) || config.allowedHosts.length > 0);
+    (loopback || keysOff || config.allowedHosts.length > 0);
   return new SitePolicy({
     hosts: checked ? [...config.allowedHosts, ...adv ? [adv.host] : []] : undefined,
     origins: [...config.allowedOrigins, ...adv ? [adv.origin] : []],
+    addresses: !loopback,
   });
 }

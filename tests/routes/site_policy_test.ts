@@ -127,9 +127,31 @@ Deno.test("on loopback, a Host that is not loopback or listed is refused on ever
       assertEquals((await get(ctx.url, "/api/queues", host)).status, 200, host);
     }
   });
-  // Listening on every interface, the broker answers to any name (unless BROKER_ALLOWED_HOSTS).
+});
+
+Deno.test("beyond loopback with API keys off, a name not listed is refused; addresses are answered", async () => {
+  const get = (url: string, host: string, headers = "") =>
+    rawRequest(
+      url,
+      `GET /api/queues HTTP/1.1\r\nHost: ${host}\r\n${headers}Connection: close\r\n\r\n`,
+    );
+  // The policy of a broker bound to every interface (this one listens on 127.0.0.1 for the test).
+  await withBroker({ host: "0.0.0.0", allowedHosts: ["broker.internal"] }, async (ctx) => {
+    // A rebound page names its own host: refused, whatever the bind.
+    const res = await get(ctx.url, "rebind.attacker.example:7800");
+    assertRawProblem(res, 403, "forbidden");
+    assertMatch(JSON.parse(res.body).detail, /its IP addresses.*BROKER_ALLOWED_HOSTS/);
+    for (const host of ["192.0.2.10:7800", "[2001:db8::10]:7800", "localhost", "broker.internal"]) {
+      assertEquals((await get(ctx.url, host)).status, 200, host);
+    }
+  });
   await withBroker({ host: "0.0.0.0" }, async (ctx) => {
-    assertEquals((await get(ctx.url, "/healthz", "broker.example")).status, 200);
+    assertRawProblem(await get(ctx.url, "broker.example"), 403, "forbidden");
+  });
+  // With keys on, a rebound page cannot send the key: any name is answered unless listed ones.
+  const key = "site-0123456789abcdef01";
+  await withBroker({ host: "0.0.0.0", apiKeys: key }, async (ctx) => {
+    assertEquals((await get(ctx.url, "broker.example", `X-API-Key: ${key}\r\n`)).status, 200);
   });
 });
 
