@@ -89,7 +89,8 @@ function parseScopes(list: string, where: string): number {
 
 /** Whether `text` is scope names joined by `+` (`consume+admin`), as no key should be. */
 function isScopeList(text: string): boolean {
-  return text.split("+").every((s) => Object.hasOwn(SCOPE_BITS, s));
+  // `Consume+Admin` too: scope names are lower-case, but a key that spells them is a mistake.
+  return text.split("+").every((s) => Object.hasOwn(SCOPE_BITS, s.toLowerCase()));
 }
 
 /** `rate=100/s`, `bytes=1MiB/s`, `name=billing` after the key, separated by spaces. */
@@ -154,7 +155,9 @@ function parseEntry(entry: string, where: string, scopeHint: ScopeHint): ApiKey 
     }
     if (isScopeList(key)) {
       // `k:publish,consume+admin` in BROKER_API_KEYS would otherwise make "consume+admin" a key.
-      throw new ConfigError(`${where}: "${key}" looks like scopes, not a key: ${scopeHint(key)}`);
+      throw new ConfigError(
+        `${where}: "${key}" looks like scopes, not a key: ${scopeHint(key.toLowerCase())}`,
+      );
     }
     digest = keyDigest(key);
     if (colon >= 0) scopes = parseScopes(token.slice(colon + 1), where);

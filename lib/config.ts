@@ -255,7 +255,8 @@ export const SETTINGS: readonly Setting[] = [
     // On the command line a key shows in `ps` and in the log of whatever started the broker.
     envOnly: "--api-keys is refused: a key on the command line shows in ps and in the log of " +
       "what started the broker; set BROKER_API_KEYS in the environment, or list the keys in a " +
-      "file named by --api-keys-file (docs/operating.md, API keys and scopes)",
+      "file named by --api-keys-file (docs/operating.md, API keys and scopes); a key given " +
+      "this way may already be in that log: replace it",
     apply: (c, v) => c.apiKeys = v,
   },
   {

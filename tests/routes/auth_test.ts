@@ -492,6 +492,7 @@ Deno.test("auth: an entry made of scope names (k:publish,consume+admin) is refus
     ["k9f3e1c2a7b4xx:publish,consume+admin", "key:publish+consume+admin"],
     ["k9f3e1c2a7b4xx:admin,publish+consume", "key:admin+publish+consume"],
     ["k9f3e1c2a7b4xx:publish,metrics", "key:publish+metrics"],
+    ["k9f3e1c2a7b4xx:publish,Consume+Admin", "key:publish+consume+admin"],
   ];
   for (const [keys, meant] of cases) {
     const out = await runMain({ dataDir: ":memory:", env: { BROKER_API_KEYS: keys } });
@@ -529,6 +530,7 @@ Deno.test("auth: the server refuses --api-keys (a key in ps) and points to BROKE
     assertEquals(out.code, 2, err);
     assertEquals(err.split("\n").length, 1, err);
     assert(err.includes("BROKER_API_KEYS") && err.includes("--api-keys-file"), err);
+    assert(err.includes("replace it"), `the key may be in the log already: ${err}`);
     assert(!err.includes("SECRET"), err);
   }
 });
