@@ -43,8 +43,11 @@ func whyNoBroker() string {
 	if _, err := os.Stat(filepath.Join(repoRoot, "deno.json")); err != nil {
 		return "this module is not in a Ferry checkout (no ../../deno.json)"
 	}
+	// tools/start.sh runs `npx -y deno@2.9.6` where there is no deno (the README's npx route).
 	if _, err := exec.LookPath("deno"); err != nil {
-		return "no deno on PATH (Deno 2.9 runs the broker: https://deno.com)"
+		if _, err := exec.LookPath("npx"); err != nil {
+			return "neither deno nor npx on PATH (Deno 2.9 runs the broker: https://deno.com)"
+		}
 	}
 	return ""
 }
