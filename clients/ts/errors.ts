@@ -11,9 +11,25 @@ import type { Problem } from "../../protocol/wire.ts";
 
 /**
  * Codes of errors that carry no problem body: `timeout` and `connection_failed` for the two
- * kinds below, `bad_response` for an answer that is not Ferry's (a proxy's HTML page, say).
+ * kinds below, `bad_response` for an answer that is not Ferry's (a proxy's HTML page, say),
+ * `redirect_refused` for a redirect the API key may not follow, `closed` for a call after
+ * `ferry.close()`.
  */
-export type ClientErrorCode = "timeout" | "connection_failed" | "bad_response";
+export type ClientErrorCode =
+  | "timeout"
+  | "connection_failed"
+  | "bad_response"
+  | "redirect_refused"
+  | "closed";
+
+/** Every code a FerryError can carry: the broker's (ERROR_CODES), then the client's own. */
+export const CLIENT_ERROR_CODES: readonly ClientErrorCode[] = [
+  "timeout",
+  "connection_failed",
+  "bad_response",
+  "redirect_refused",
+  "closed",
+];
 
 /** What a FerryError is made of. */
 export interface FerryErrorInit {
@@ -40,8 +56,10 @@ export class FerryError extends Error {
   readonly detail: string;
   /** The request id to look for in the broker's log. */
   readonly requestId: string | undefined;
-  /** Seconds the broker asked to wait before a retry, when it said. */
+  /** Seconds the broker asked to wait before a retry, when it said (see `retryAfterMs`). */
   readonly retryAfter: number | undefined;
+  /** Milliseconds the broker asked to wait before a retry (`Retry-After`), when it said. */
+  readonly retryAfterMs: number | undefined;
 
   constructor(init: FerryErrorInit) {
     const where = init.action ? `${init.action}: ` : "";
@@ -53,6 +71,7 @@ export class FerryError extends Error {
     this.detail = init.detail;
     this.requestId = init.requestId;
     this.retryAfter = init.retryAfter;
+    this.retryAfterMs = init.retryAfter === undefined ? undefined : init.retryAfter * 1000;
   }
 }
 
@@ -69,6 +88,26 @@ export class FerryConnectionError extends FerryError {
   constructor(init: Omit<FerryErrorInit, "status" | "code">) {
     super({ ...init, status: 0, code: "connection_failed" });
     this.name = "FerryConnectionError";
+  }
+}
+
+/**
+ * An answer the client cannot read: a 2xx whose body is not the JSON it expects, an error page
+ * that is not a Ferry problem body (a proxy's, say), an unreadable WebSocket frame. `code` is
+ * `bad_response`; `status` is the HTTP status (0 for a frame); `cause` holds the parse error.
+ */
+export class FerryBadResponseError extends FerryError {
+  constructor(init: Omit<FerryErrorInit, "code">) {
+    super({ ...init, code: "bad_response" });
+    this.name = "FerryBadResponseError";
+  }
+}
+
+/** A call made after `ferry.close()`; `code` is `closed`, `status` 0. */
+export class FerryClosedError extends FerryError {
+  constructor(action: string) {
+    super({ status: 0, code: "closed", detail: "The client is closed (ferry.close())", action });
+    this.name = "FerryClosedError";
   }
 }
 
@@ -147,6 +186,17 @@ export function isTransient(e: unknown): e is FerryError {
 }
 
 /**
+ * True when the same call may succeed later as it is: no answer (a timeout, a lost connection)
+ * or a status of 408, 429, 502, 503 (but not `storage_failed`, a disk fault) or 504. A 4xx such
+ * as a bad name or a missing key, or a call after `close()`, will not pass by waiting.
+ */
+export function isTemporary(e: unknown): e is FerryError {
+  if (e instanceof FerryTimeoutError || e instanceof FerryConnectionError) return true;
+  if (!(e instanceof FerryError) || e.code === "storage_failed") return false;
+  return [408, 429, 502, 503, 504].includes(e.status);
+}
+
+/**
  * The FerryError of a non-2xx answer: the problem body's fields when it is one, else a
  * `bad_response` naming the status and the start of the body.
  */
@@ -166,9 +216,8 @@ export function problemError(
   } catch { /* not JSON */ }
   if (!problem) {
     const shown = text.length > 200 ? `${text.slice(0, 200)}…` : text;
-    return new FerryError({
+    return new FerryBadResponseError({
       status,
-      code: "bad_response",
       detail: `The answer is not a Ferry problem body: ${JSON.stringify(shown)}`,
       requestId,
       retryAfter,

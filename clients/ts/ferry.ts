@@ -60,6 +60,7 @@ export class Ferry extends FerryAdmin {
         fetch: opts.fetch ??
           ((input, init) => globalThis.fetch(input, { ...opts.fetchOptions, ...init })),
         onRetry: opts.onRetry,
+        clusterNodes: opts.clusterNodes,
       }),
     );
     this.#autoKey = opts.idempotencyKey === "auto";

@@ -4,20 +4,25 @@
  * retried on 429 and 503 (the broker refuses those before doing anything), waiting `Retry-After`;
  * only calls marked idempotent are retried after a lost connection, since the broker may have
  * acted on the first. A timeout is never retried: it is the caller's deadline, nor is a header
- * that cannot be sent (a FerryUsageError, thrown before any attempt).
+ * that cannot be sent (a FerryUsageError, thrown before any attempt). Redirects are followed by
+ * hand, the API key only where redirect.ts allows.
  */
 
 import { retryDelay, sleep } from "./backoff.ts";
 import {
   checkHeaderName,
   checkHeaderValue,
+  FerryBadResponseError,
+  FerryClosedError,
   FerryConnectionError,
   FerryError,
   FerryTimeoutError,
   isBusy,
   problemError,
 } from "./errors.ts";
+import { checkRedirect, ClusterNodes, isRedirect, MAX_REDIRECTS } from "./redirect.ts";
 import type { ErrorCode } from "../../protocol/error_codes.ts";
+import type { ClusterStatus } from "../../protocol/wire.ts";
 
 /** A retry about to happen, as `onRetry` hears it. */
 export interface RetryInfo {
@@ -42,6 +47,8 @@ export interface HttpSettings {
   maxRetryDelayMs: number;
   fetch: typeof fetch;
   onRetry: ((info: RetryInfo) => void) | undefined;
+  /** Other nodes of the cluster a redirect may carry the API key to (their base URLs). */
+  clusterNodes?: readonly string[];
 }
 
 /** Query values; undefined ones are left out. */
@@ -76,6 +83,8 @@ export interface Call {
   retry?: boolean;
   /** The answer's body is text (the metrics page), not JSON. */
   text?: boolean;
+  /** Part of a consumer loop's shutdown: still sent while `ferry.close()` stops the loop. */
+  settling?: boolean;
 }
 
 /** A finished exchange: the status and the parsed JSON body (undefined when empty). */
@@ -87,9 +96,14 @@ export interface Answer {
 
 /** Sends calls to one broker. */
 export class Http {
+  readonly #nodes: ClusterNodes;
+  /** Set by `ferry.close()`: calls (but a loop's shutdown work) reject with FerryClosedError. */
+  closed = false;
+
   /** Throws a FerryUsageError for an `apiKey` no header can carry: a usage error, not a failure. */
   constructor(readonly settings: HttpSettings) {
     if (settings.apiKey !== undefined) checkHeaderValue("apiKey", settings.apiKey);
+    this.#nodes = new ClusterNodes(settings.url, settings.clusterNodes);
   }
 
   /** The full URL of a path and query. */
@@ -108,6 +122,7 @@ export class Http {
   async request(call: Call): Promise<Answer> {
     const s = this.settings;
     const action = `${call.method} ${call.path}`;
+    if (this.closed && !call.settling) throw new FerryClosedError(action);
     const requestId = crypto.randomUUID();
     let lost = false; // an earlier attempt lost its connection: it may have done the work
     for (let attempt = 0;; attempt++) {
@@ -150,6 +165,7 @@ export class Http {
     signal: AbortSignal,
   ): Promise<Response> {
     const action = `GET ${path}`;
+    if (this.closed) throw new FerryClosedError(action);
     const requestId = crypto.randomUUID();
     return await this.#fetch(this.urlOf(path, query), { headers }, action, requestId, {
       signal,
@@ -206,8 +222,7 @@ export class Http {
       checkHeaderName(name);
       checkHeaderValue(`header "${name}"`, value);
     }
-    // X-API-Key, not Authorization: fetch drops Authorization when a 307 goes to another origin
-    // (a cluster follower sending a write to its leader), but keeps other headers.
+    // Redirects are followed by #follow, which decides where the key may go.
     if (this.settings.apiKey !== undefined) init.headers["x-api-key"] = this.settings.apiKey;
     init.headers["x-request-id"] = requestId;
     const ac = new AbortController();
@@ -220,10 +235,12 @@ export class Http {
     o.signal?.addEventListener("abort", onAbort, { once: true });
     let linked = false;
     try {
-      const out = await o.read(await this.settings.fetch(url, { ...init, signal: ac.signal }));
+      const res = await this.#follow(url, { ...init, signal: ac.signal }, action);
+      const out = await o.read(res);
       linked = o.linked === true;
       return out;
     } catch (e) {
+      if (e instanceof FerryError) throw e; // a refused redirect
       if (timedOut) {
         throw new FerryTimeoutError({
           detail: `No answer within ${o.timeoutMs} ms`,
@@ -244,6 +261,77 @@ export class Http {
       if (!linked) o.signal?.removeEventListener("abort", onAbort);
     }
   }
+
+  /**
+   * fetch that follows redirects by hand (redirect.ts): the body again for a 307 or 308, a GET
+   * without one for a 303 (and a 301 or 302 of a POST), as fetch does.
+   */
+  async #follow(
+    first: string,
+    init: RequestInit & { headers: Record<string, string> },
+    action: string,
+  ): Promise<Response> {
+    let url = new URL(first);
+    let req: RequestInit & { headers: Record<string, string> } = { ...init, redirect: "manual" };
+    for (let hop = 0;; hop++) {
+      const res = await this.settings.fetch(url.href, req);
+      if (res.type === "opaqueredirect") {
+        // A browser hides where a redirect goes, so nothing can be checked: with a key to carry
+        // it is refused; without one, fetch may follow it (a browser never goes https → http).
+        if (this.settings.apiKey === undefined) {
+          return await this.settings.fetch(url.href, { ...req, redirect: "follow" });
+        }
+        throw new FerryError({
+          status: 307,
+          code: "redirect_refused",
+          detail: `${url.host} answered with a redirect, whose target a browser does not show, ` +
+            `so the API key is not sent on: point the client at the cluster's leader`,
+          action,
+        });
+      }
+      const location = res.headers.get("location");
+      if (!isRedirect(res.status) || location === null) return res;
+      await res.body?.cancel();
+      const to = new URL(location, url);
+      if (hop === MAX_REDIRECTS) {
+        throw new FerryError({
+          status: res.status,
+          code: "redirect_refused",
+          detail: `More than ${MAX_REDIRECTS} redirects; the last to ${to.origin}${to.pathname}`,
+          action,
+        });
+      }
+      await checkRedirect(
+        action,
+        url,
+        to,
+        this.settings.apiKey !== undefined,
+        this.#nodes,
+        () => this.#askNodes(init.signal ?? undefined),
+      );
+      if (res.status === 303 || (res.status <= 302 && req.method === "POST")) {
+        const { "content-type": _, ...headers } = req.headers;
+        req = { ...req, method: "GET", body: undefined, headers };
+      }
+      url = to;
+    }
+  }
+
+  /** The broker's GET /api/cluster/status, for the nodes a redirect may go to. */
+  async #askNodes(signal: AbortSignal | undefined): Promise<ClusterStatus | undefined> {
+    const headers: Record<string, string> = { accept: "application/json" };
+    if (this.settings.apiKey !== undefined) headers["x-api-key"] = this.settings.apiKey;
+    const res = await this.settings.fetch(this.urlOf("/api/cluster/status"), {
+      headers,
+      signal,
+      redirect: "manual",
+    });
+    if (res.status !== 200) {
+      await res.body?.cancel();
+      return undefined;
+    }
+    return await res.json() as ClusterStatus;
+  }
 }
 
 /** The JSON of a 2xx answer; undefined when empty (204). */
@@ -251,13 +339,13 @@ function parseBody(res: { status: number; headers: Headers; text: string }, acti
   if (res.text === "") return undefined;
   try {
     return JSON.parse(res.text);
-  } catch {
-    throw new FerryError({
+  } catch (e) {
+    throw new FerryBadResponseError({
       status: res.status,
-      code: "bad_response",
       detail: `Expected JSON, got ${JSON.stringify(res.text.slice(0, 200))}`,
       requestId: res.headers.get("x-request-id") ?? undefined,
       action,
+      cause: e,
     });
   }
 }

@@ -25,6 +25,11 @@ export interface FerryOptions {
   url?: string;
   /** The API key, sent as `X-API-Key` (and as `?api_key=` where a browser cannot set headers). */
   apiKey?: string;
+  /**
+   * The base URLs of the cluster's other nodes, to which a redirect may carry the API key (the
+   * broker's own host, and the nodes its GET /api/cluster/status lists, need no naming).
+   */
+  clusterNodes?: readonly string[];
   /** Deadline of each request attempt, long polls included (default 60,000 ms). */
   timeoutMs?: number;
   /** Retries after the first attempt of a call that may be retried (default 3). */

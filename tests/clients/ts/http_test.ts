@@ -186,9 +186,13 @@ Deno.test("an answer lost after the broker stored a publish: an auto key makes t
 
 Deno.test("a 307 to another node is followed with the body and the API key", async () => {
   await withBroker({ apiKeys: "k" }, async (ctx) => {
-    // A follower sends every write to the leader with 307 (docs/cluster.md).
+    // A follower sends every write to the leader with 307 (docs/cluster.md), and lists the
+    // leader in its cluster status, which tells the client the key may go there.
     const follower = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (req) => {
       const u = new URL(req.url);
+      if (u.pathname === "/api/cluster/status") {
+        return Response.json({ mode: "cluster", role: "follower", leader: ctx.url, peers: [] });
+      }
       return new Response(null, {
         status: 307,
         headers: { location: ctx.url + u.pathname + u.search },
