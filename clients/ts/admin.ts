@@ -22,7 +22,7 @@ import type {
   WebhookItem,
   WebhookJson,
 } from "../../protocol/wire.ts";
-import type { Call, Http } from "./http.ts";
+import { type Call, type Http, SETTLING, type SettlingOption } from "./http.ts";
 import { type CallOptions, durationText, type Message, type TopicOptions } from "./options.ts";
 
 /** A path segment, escaped. */
@@ -34,8 +34,13 @@ export class FerryAdmin {
   constructor(protected readonly http: Http) {}
 
   /** Sends a call and resolves with its JSON answer. */
-  protected async call<T>(call: Call, o: CallOptions = {}): Promise<T> {
-    const answer = await this.http.request({ signal: o.signal, timeoutMs: o.timeoutMs, ...call });
+  protected async call<T>(call: Call, o: CallOptions & SettlingOption = {}): Promise<T> {
+    const answer = await this.http.request({
+      signal: o.signal,
+      timeoutMs: o.timeoutMs,
+      settling: o[SETTLING],
+      ...call,
+    });
     return answer.body as T;
   }
 

@@ -15,6 +15,7 @@ import type {
   TouchAnswer,
 } from "../../protocol/wire.ts";
 import { FerryAdmin, seg } from "./admin.ts";
+import { FerryClosedError } from "./errors.ts";
 import { Http } from "./http.ts";
 import { MessageLoop, type MessagesOptions, type SettleListener } from "./messages.ts";
 import {
@@ -46,6 +47,12 @@ export class Ferry extends FerryAdmin {
   readonly #autoKey: boolean;
   readonly #WebSocket: typeof WebSocket | undefined;
   readonly #settled = new Set<SettleListener>();
+  /** The stops of the running consumer loops, for close(). */
+  readonly #loops = new Set<() => Promise<void>>();
+  readonly #subscriptions = new Set<Subscription>();
+  /** Aborts on close(): ends the event streams. */
+  readonly #life = new AbortController();
+  #closing: Promise<void> | undefined;
 
   /** A client of the broker at `opts.url` (default `http://127.0.0.1:7800`). */
   constructor(opts: FerryOptions = {}) {
@@ -228,8 +235,8 @@ export class Ferry extends FerryAdmin {
 
   /**
    * Gives a delivered message back (POST /requeue): ready again after `delay`, with
-   * `retry_count` + 1, or moved to `{topic}.dlq` on the third attempt. Not retried after a lost
-   * connection, since it may have been done.
+   * `retry_count` + 1, or moved to `{topic}.dlq` on the third attempt (at once with
+   * `deadLetter`). Not retried after a lost connection, since it may have been done.
    */
   async requeue(
     msg: Pick<Message, "id" | "topic" | "group">,
@@ -245,6 +252,7 @@ export class Ferry extends FerryAdmin {
         group: group || undefined,
         reason: opts.reason,
         delay: opts.delay === undefined ? undefined : durationText(opts.delay),
+        dead_letter: opts.deadLetter || undefined,
       },
       idempotent: false,
     }, opts);
@@ -306,6 +314,10 @@ export class Ferry extends FerryAdmin {
         this.#settled.add(fn);
         return () => this.#settled.delete(fn);
       },
+      track: (stop) => {
+        this.#loops.add(stop);
+        return () => this.#loops.delete(stop);
+      },
     });
   }
 
@@ -314,11 +326,14 @@ export class Ferry extends FerryAdmin {
    * `group` or `prefetch` it consumes instead of spying. Reconnects by itself; see Subscription.
    */
   subscribe(pattern: string, handler: Handler, opts: SubscribeOptions = {}): Subscription {
+    if (this.http.closed) throw new FerryClosedError("GET /ws");
     const sub = new Subscription(this, {
       url: this.url,
       apiKey: this.http.settings.apiKey,
       WebSocket: this.#WebSocket,
+      onClose: () => this.#subscriptions.delete(sub),
     });
+    this.#subscriptions.add(sub);
     sub.subscribe(pattern, handler, opts);
     return sub;
   }
@@ -328,7 +343,28 @@ export class Ferry extends FerryAdmin {
    * itself and resumes after the last event seen. See EventStream.
    */
   stream(topic: string, opts: StreamOptions = {}): EventStream {
-    return stream(this.http, topic, opts);
+    const signal = opts.signal
+      ? AbortSignal.any([opts.signal, this.#life.signal])
+      : this.#life.signal;
+    return stream(this.http, topic, { ...opts, signal });
+  }
+
+  /**
+   * Closes the client: consumer loops stop as when their signal aborts (each within its
+   * `shutdownTimeoutMs`, their shutdown work still sent), subscriptions close, event streams end;
+   * resolves once they have. Later calls reject with a FerryClosedError (`code` `closed`); calls
+   * in flight finish. Closing again resolves with the first close.
+   */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      this.http.closed = true;
+      this.#life.abort(new FerryClosedError("close()"));
+      await Promise.all([
+        ...[...this.#loops].map((stop) => stop()),
+        ...[...this.#subscriptions].map((sub) => sub.close()),
+      ]);
+    })();
+    return this.#closing;
   }
 
   /** Tells the consumer loops that these messages were acked or requeued by hand. */

@@ -51,6 +51,14 @@ export interface HttpSettings {
   clusterNodes?: readonly string[];
 }
 
+/** Marks the calls of a consumer loop's shutdown, which `ferry.close()` lets through. */
+export const SETTLING: unique symbol = Symbol("ferry.settling");
+
+/** The option SETTLING names, on a call's options. */
+export interface SettlingOption {
+  [SETTLING]?: boolean;
+}
+
 /** Query values; undefined ones are left out. */
 export type QueryValues = Record<string, string | number | boolean | undefined>;
 

@@ -17,15 +17,20 @@
 export { DEFAULT_TIMEOUT_MS, DEFAULT_URL, Ferry } from "./ferry.ts";
 export { FerryAdmin } from "./admin.ts";
 export {
+  CLIENT_ERROR_CODES,
   type ClientErrorCode,
+  FerryBadResponseError,
+  FerryClosedError,
   FerryConnectionError,
   FerryError,
   type FerryErrorInit,
   FerryTimeoutError,
   FerryUsageError,
+  isTemporary,
 } from "./errors.ts";
 export type { RetryInfo } from "./http.ts";
 export {
+  DEFAULT_SHUTDOWN_TIMEOUT_MS,
   LEFT_EARLY_REASON,
   type MessageHandler,
   MessageLoop,
@@ -48,7 +53,7 @@ export type {
 export { payloadBytes, payloadJson, payloadText, type PublishBody } from "./payload.ts";
 export { EventStream, type StreamOptions } from "./stream.ts";
 export { type Handler, type SubscribeOptions, Subscription } from "./subscribe.ts";
-export type { ErrorCode } from "../../protocol/error_codes.ts";
+export { ERROR_CODES, type ErrorCode } from "../../protocol/error_codes.ts";
 export type {
   BatchAckAnswer,
   BatchPublishAnswer,

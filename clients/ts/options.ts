@@ -142,6 +142,8 @@ export interface RequeueOptions extends CallOptions {
   delay?: Duration;
   /** The group it was consumed in (default: the message's `group`, else the default group). */
   group?: string;
+  /** Move it to `{topic}.dlq` now, whatever its retry count (a message no retry can mend). */
+  deadLetter?: boolean;
 }
 
 /** Options of `createTopic`. */

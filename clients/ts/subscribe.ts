@@ -20,7 +20,8 @@
 
 import type { RequeueAnswer, WsClientFrame, WsServerFrame } from "../../protocol/wire.ts";
 import { reconnectDelay, RESTART_QUIET_ATTEMPTS } from "./backoff.ts";
-import { FerryConnectionError, FerryError } from "./errors.ts";
+import { FerryBadResponseError, FerryConnectionError, FerryError } from "./errors.ts";
+import { SETTLING, type SettlingOption } from "./http.ts";
 import type { GroupOptions, Message, RequeueOptions } from "./options.ts";
 
 /** What handles a message of a subscription. */
@@ -41,8 +42,8 @@ export interface SubscribeOptions {
 
 /** The HTTP calls that settle a delivery whose socket is gone: `Ferry`'s. */
 export interface SettleClient {
-  ack(topic: string, id: string, opts: GroupOptions): Promise<void>;
-  requeue(msg: Message, opts: RequeueOptions): Promise<RequeueAnswer>;
+  ack(topic: string, id: string, opts: GroupOptions & SettlingOption): Promise<void>;
+  requeue(msg: Message, opts: RequeueOptions & SettlingOption): Promise<RequeueAnswer>;
 }
 
 /** Where and how to connect. */
@@ -50,6 +51,8 @@ export interface SocketSettings {
   url: string;
   apiKey: string | undefined;
   WebSocket: typeof WebSocket | undefined;
+  /** Called once by close(). */
+  onClose?: () => void;
 }
 
 interface Entry extends SubscribeOptions {
@@ -74,6 +77,8 @@ export class Subscription {
   /** The broker went away (close 1001): its absence is expected until a subscription is confirmed. */
   #restarting = false;
   #onError: SubscribeOptions["onError"];
+  /** Handlers running, with the settle of their delivery. */
+  readonly #running = new Set<Promise<unknown>>();
 
   /** Use `ferry.subscribe()`; the socket opens at once. */
   constructor(private readonly ferry: SettleClient, private readonly settings: SocketSettings) {
@@ -117,8 +122,12 @@ export class Subscription {
     if (this.#ws?.readyState === 1) this.#send(this.#ws, { type: "unsubscribe", topic: pattern });
   }
 
-  /** Closes the socket for good; resolves once it is closed. */
-  close(): Promise<void> {
+  /**
+   * Closes the socket for good; resolves once it is closed and the handlers running have
+   * returned (with their settle: over HTTP, since the socket is gone).
+   */
+  async close(): Promise<void> {
+    if (!this.#closed) this.settings.onClose?.();
     this.#closed = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
@@ -127,11 +136,13 @@ export class Subscription {
     );
     const ws = this.#ws;
     this.#ws = undefined;
-    if (!ws || ws.readyState === 3) return Promise.resolve();
-    return new Promise((resolve) => {
-      ws.addEventListener("close", () => resolve(), { once: true });
-      ws.close(1000, "closed by the client");
-    });
+    if (ws && ws.readyState !== 3) {
+      await new Promise<void>((resolve) => {
+        ws.addEventListener("close", () => resolve(), { once: true });
+        ws.close(1000, "closed by the client");
+      });
+    }
+    while (this.#running.size) await Promise.all(this.#running);
   }
 
   #connect(): void {
@@ -183,7 +194,13 @@ export class Subscription {
     try {
       frame = JSON.parse(String(data));
     } catch {
-      return this.#report(new Error(`Unreadable WebSocket frame: ${String(data).slice(0, 200)}`));
+      return this.#report(
+        new FerryBadResponseError({
+          status: 0,
+          detail: `Unreadable WebSocket frame: ${String(data).slice(0, 200)}`,
+          action: "GET /ws",
+        }),
+      );
     }
     switch (frame.type) {
       case "subscribed":
@@ -213,19 +230,20 @@ export class Subscription {
   #deliver(ws: WebSocket, pattern: string, msg: Message): void {
     const entry = this.#entries.get(pattern);
     if (!entry) return; // unsubscribed: a leased delivery comes back when its lease ends
-    Promise.resolve().then(() => entry.handler(msg)).then(
+    const run = Promise.resolve().then(() => entry.handler(msg)).then(
       () => entry.consuming && this.#settle(ws, entry, msg),
       (e) => {
         this.#report(e, msg, entry);
         if (entry.consuming) {
-          this.#settle(ws, entry, msg, e instanceof Error ? e.message : String(e));
+          return this.#settle(ws, entry, msg, e instanceof Error ? e.message : String(e));
         }
       },
-    );
+    ).finally(() => this.#running.delete(run));
+    this.#running.add(run);
   }
 
   /** Acks (or with a reason requeues) a delivery, over its socket or else over HTTP. */
-  #settle(ws: WebSocket, entry: Entry, msg: Message, reason?: string): void {
+  #settle(ws: WebSocket, entry: Entry, msg: Message, reason?: string): Promise<void> | void {
     if (this.#ws === ws && ws.readyState === 1) {
       const frame: WsClientFrame = reason === undefined
         ? { type: "ack", topic: msg.topic, id: msg.id }
@@ -234,9 +252,9 @@ export class Subscription {
     }
     const group = entry.group ?? "";
     const done = reason === undefined
-      ? this.ferry.ack(msg.topic, msg.id, { group })
-      : this.ferry.requeue(msg, { group, reason: reason.slice(0, 1024) });
-    done.catch((e) => this.#report(e, msg, entry));
+      ? this.ferry.ack(msg.topic, msg.id, { group, [SETTLING]: true })
+      : this.ferry.requeue(msg, { group, reason: reason.slice(0, 1024), [SETTLING]: true });
+    return done.then(() => {}, (e) => this.#report(e, msg, entry));
   }
 
   #sendSubscribe(ws: WebSocket, pattern: string): void {

@@ -176,6 +176,7 @@ Deno.test("some Ferry method reaches every route of the broker's route table", a
     await ferry.publishBatch("cov", ["a", "b"]);
     const [a, b] = await ferry.consume("cov", { limit: 2 });
     await ferry.touch("cov", a!.id);
+    await ferry.touchMany("cov", [a!.id]);
     await ferry.ack("cov", a!.id);
     await ferry.ackMany("cov", [b!.id]);
     await ferry.publish("cov", "c");

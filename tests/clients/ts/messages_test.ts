@@ -206,3 +206,96 @@ Deno.test("messages(): a refusal ends the loop with its FerryError; a lost broke
     }
   });
 });
+
+/** An HTTP front that forwards to `target` until `hang` is set, then holds every request. */
+function hangingFront(target: string) {
+  let unblock = () => {};
+  const blocked = new Promise<void>((r) => unblock = r);
+  const front = {
+    hang: false,
+    held: 0,
+    url: "",
+    close: async () => {
+      unblock();
+      await server.shutdown();
+    },
+  };
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
+    const u = new URL(req.url);
+    const body = req.body ? await req.arrayBuffer() : undefined;
+    if (front.hang) {
+      front.held++;
+      await blocked;
+      return new Response(null, { status: 503 });
+    }
+    return await fetch(target + u.pathname + u.search, {
+      method: req.method,
+      headers: req.headers,
+      body,
+    });
+  });
+  front.url = `http://127.0.0.1:${server.addr.port}`;
+  return front;
+}
+
+Deno.test("messages().run(): a stop against a hung broker ends within shutdownTimeoutMs and reports what failed", async () => {
+  await withLiveBroker(async (b) => {
+    const front = hangingFront(b.url);
+    try {
+      const ferry = new Ferry({ url: front.url, timeoutMs: 10_000, retries: 0 });
+      for (const p of ["1", "2", "3", "4", "5"]) await ferry.publish("hung", p);
+      const stop = new AbortController();
+      let abortedAtStop: boolean | undefined;
+      let stoppedAt = 0;
+      const out = await within(
+        ferry.messages("hung", {
+          batch: 5,
+          visibility: "1h",
+          signal: stop.signal,
+          shutdownTimeoutMs: 400,
+          onError: () => {},
+        }).run(async (_msg, signal) => {
+          front.hang = true; // the broker stops answering
+          stop.abort();
+          stoppedAt = performance.now();
+          abortedAtStop = signal.aborted; // the stop is not the handler's abort
+          await new Promise((r) => signal.addEventListener("abort", r, { once: true }));
+        }).then(() => undefined, (e) => e),
+        3_000,
+        "the loop's end",
+      );
+      assertEquals(abortedAtStop, false, "the handler's signal is not the stop signal");
+      const took = performance.now() - stoppedAt;
+      assert(took >= 400 && took < 1_500, `stopped ${took} ms after the abort`);
+      assert(out instanceof AggregateError, `the failed shutdown work is reported: ${out}`);
+      assertEquals(out.errors.length, 5, "one ack and four releases failed");
+      assertEquals(front.held, 5, "sent together: the ack and the four releases at once");
+    } finally {
+      await front.close();
+    }
+  });
+});
+
+Deno.test("messages(): leases are kept by one batch touch per check; no visibility means the topic's lease", async () => {
+  await withLiveBroker(async (b) => {
+    const { ferry, calls } = recordingFerry(b.url);
+    await ferry.createTopic("lease", { visibility: "1s" });
+    for (const p of ["a", "b", "c", "d"]) await ferry.publish("lease", p);
+    const ac = new AbortController();
+    const seen: string[] = [];
+    for await (const msg of ferry.messages("lease", { batch: 4, signal: ac.signal })) {
+      seen.push(msg.payload_text!);
+      if (seen.length > 1) continue;
+      // The lease is the topic's 1 s, not 30 s: the broker says when it ends.
+      const [held] = await ferry.inFlight("lease", { limit: 1 });
+      const left = Date.parse(held!.lease_ends_at) - Date.now();
+      assert(left <= 1_100, `the loop asked for the topic's 1 s lease, got ${left} ms`);
+      // The work: a rival's 2 s long poll, which an ended lease of any of the four would feed.
+      assertEquals(await ferry.consume("lease", { timeout: "2s" }), [], "no lease ended");
+      ac.abort();
+    }
+    const touches = calls.filter((c) => c.startsWith("POST /touch"));
+    assert(touches.length >= 2, `touched: ${touches.join(", ")}`);
+    assertEquals(touches.filter((c) => c !== "POST /touch/lease"), [], "batch touches only");
+  });
+});
