@@ -77,9 +77,8 @@ async function ackOne(_req: Request, ctx: Ctx): Promise<Response> {
   return new Response(null, { status: 204 });
 }
 
-async function ackBatch(req: Request, ctx: Ctx): Promise<Response> {
-  const topic = checkName(ctx.params.topic ?? "", "topic");
-  const body = await readJson(req, ctx.accepts);
+/** The `ids` of a batch ack or touch body: 1 to MAX_BATCH_ACK message ids, else 400. */
+function batchIds(body: Record<string, unknown>, what: "ack" | "touch"): string[] {
   const ids = body.ids;
   if (!Array.isArray(ids) || ids.length === 0 || ids.some((id) => typeof id !== "string")) {
     throw new BrokerError("invalid_parameter", 'Expected "ids": a non-empty array of message ids');
@@ -87,10 +86,17 @@ async function ackBatch(req: Request, ctx: Ctx): Promise<Response> {
   if (ids.length > MAX_BATCH_ACK) {
     throw new BrokerError(
       "invalid_parameter",
-      `Too many ids: ${ids.length}; a batch ack takes at most ${MAX_BATCH_ACK}`,
+      `Too many ids: ${ids.length}; a batch ${what} takes at most ${MAX_BATCH_ACK}`,
     );
   }
-  const { acked, notFound } = await ctx.broker.ack(topic, group(ctx, body), ids as string[]);
+  return ids as string[];
+}
+
+async function ackBatch(req: Request, ctx: Ctx): Promise<Response> {
+  const topic = checkName(ctx.params.topic ?? "", "topic");
+  const body = await readJson(req, ctx.accepts);
+  const ids = batchIds(body, "ack");
+  const { acked, notFound } = await ctx.broker.ack(topic, group(ctx, body), ids);
   return json({ acked: acked.length, not_found: notFound } satisfies BatchAckAnswer);
 }
 
@@ -129,22 +135,13 @@ async function touch(_req: Request, ctx: Ctx): Promise<Response> {
 async function touchBatch(req: Request, ctx: Ctx): Promise<Response> {
   const topic = checkName(ctx.params.topic ?? "", "topic");
   const body = await readJson(req, ctx.accepts);
-  const ids = body.ids;
-  if (!Array.isArray(ids) || ids.length === 0 || ids.some((id) => typeof id !== "string")) {
-    throw new BrokerError("invalid_parameter", 'Expected "ids": a non-empty array of message ids');
-  }
-  if (ids.length > MAX_BATCH_ACK) {
-    throw new BrokerError(
-      "invalid_parameter",
-      `Too many ids: ${ids.length}; a batch touch takes at most ${MAX_BATCH_ACK}`,
-    );
-  }
+  const ids = batchIds(body, "touch");
   const by = ctx.query.str("by") ?? optString(body, "by");
   const byMs = by === undefined ? undefined : durationIn(by, "by", MAX_VISIBILITY_MS, 1);
   const { touched, notFound, until, leaseMs } = await ctx.broker.touchMany(
     topic,
     group(ctx, body),
-    ids as string[],
+    ids,
     byMs,
   );
   return json(
