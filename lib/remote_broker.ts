@@ -15,7 +15,14 @@ import { BrokerError, type ErrorCode } from "./errors.ts";
 import { type MessageFields, StoredMessage } from "./message.ts";
 import type { BatchItem } from "./publish_batch.ts";
 import type { PublishOptions } from "./publish.ts";
-import type { Feed, FeedEvent, Listener, SubscribeOptions, Unsubscribe } from "./feed.ts";
+import {
+  checkPattern,
+  type Feed,
+  type FeedEvent,
+  type Listener,
+  type SubscribeOptions,
+  type Unsubscribe,
+} from "./feed.ts";
 import type { PushHandle, PushSink } from "./push/consumer.ts";
 import { type Shard, shardOf } from "./shard.ts";
 
@@ -336,6 +343,8 @@ export function fanInFeed(
 ): Pick<Feed, "subscribe"> {
   return {
     subscribe(pattern: string, fn: Listener, opts?: SubscribeOptions): Unsubscribe {
+      // Here, whichever worker owns it: the peers' refusals are not waited for.
+      checkPattern(pattern);
       const everywhere = pattern.endsWith("*");
       const owner = everywhere ? -1 : shardOf(pattern, shard.count);
       const offs: (() => void)[] = [];
