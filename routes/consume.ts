@@ -77,6 +77,14 @@ async function ackOne(_req: Request, ctx: Ctx): Promise<Response> {
   return new Response(null, { status: 204 });
 }
 
+/** The schema of a batch ack's or touch's `ids`. */
+const BATCH_IDS = {
+  type: "array",
+  items: { type: "string" },
+  minItems: 1,
+  maxItems: MAX_BATCH_ACK,
+};
+
 /** The `ids` of a batch ack or touch body: 1 to MAX_BATCH_ACK message ids, else 400. */
 function batchIds(body: Record<string, unknown>, what: "ack" | "touch"): string[] {
   const ids = body.ids;
@@ -213,12 +221,7 @@ const ACK_BATCH_DOC: RouteDoc = {
     schema: {
       type: "object",
       properties: {
-        ids: {
-          type: "array",
-          items: { type: "string" },
-          minItems: 1,
-          maxItems: MAX_BATCH_ACK,
-        },
+        ids: BATCH_IDS,
         group: { ...GROUP_NAME, description: "The group, when `?group=` is not given." },
       },
       required: ["ids"],
@@ -309,12 +312,7 @@ const TOUCH_BATCH_DOC: RouteDoc = {
     schema: {
       type: "object",
       properties: {
-        ids: {
-          type: "array",
-          items: { type: "string" },
-          minItems: 1,
-          maxItems: MAX_BATCH_ACK,
-        },
+        ids: BATCH_IDS,
         by: { ...durationSchema(MAX_VISIBILITY_MS), description: "When `?by=` is not given." },
         group: { ...GROUP_NAME, description: "The group, when `?group=` is not given." },
       },
