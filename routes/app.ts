@@ -140,7 +140,10 @@ export function createHandler(
           inFlight: inFlightNow,
           routes: router.routes,
           streams: opts.streams,
-          remote: info?.remoteAddr.transport === "tcp" ? info.remoteAddr.hostname : undefined,
+          remote: () => {
+            const addr = info?.remoteAddr;
+            return addr?.transport === "tcp" ? addr.hostname : undefined;
+          },
         };
         let early: Response | undefined;
         for (const hook of before) {

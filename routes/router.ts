@@ -49,8 +49,11 @@ export interface Ctx {
   subject?: string;
   /** Open SSE streams and WebSockets by key, ended when their key is revoked (SIGHUP). */
   streams?: OpenStreams;
-  /** The client's address as the connection shows it (not a proxy's header); undefined: unknown. */
-  remote?: string;
+  /**
+   * The client's address as the connection shows it (not a proxy's header); undefined: unknown.
+   * A function: reading it is a runtime call, made only by the routes that need it.
+   */
+  remote?: () => string | undefined;
 }
 
 export type Handler = (req: Request, ctx: Ctx) => Response | Promise<Response>;

@@ -147,13 +147,14 @@ function admitSocket(ctx: Ctx, sockets: Sockets): string {
     );
   }
   const caller = ctx.caller;
-  const holder = caller ? `key:${hexOf(caller.digest)}` : `addr:${ctx.remote ?? "unknown"}`;
+  const remote = caller ? undefined : ctx.remote?.();
+  const holder = caller ? `key:${hexOf(caller.digest)}` : `addr:${remote ?? "unknown"}`;
   const held = sockets.held.get(holder) ?? 0;
   if (held >= wsMaxSocketsPerKey) {
     const who = caller
       ? `API key "${caller.name}" holds ${held} open socket${held === 1 ? "" : "s"}, the most ` +
         "one key may"
-      : `client ${ctx.remote ?? "(address unknown)"} holds ${held} open ` +
+      : `client ${remote ?? "(address unknown)"} holds ${held} open ` +
         `socket${held === 1 ? "" : "s"}, the most one client address may with auth off`;
     throw new BrokerError(
       "too_many_sockets",
