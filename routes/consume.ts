@@ -288,6 +288,14 @@ const REQUEUE_DOC: RouteDoc = {
   errors: ["invalid_duration", "invalid_parameter", "message_not_found"],
 };
 
+/** `?by=` of a touch, single or batch. */
+const BY_QUERY = durationQuery(
+  "by",
+  "The new lease from now (default: the topic's visibility).",
+  MAX_VISIBILITY_MS,
+  1,
+);
+
 const TOUCH_BATCH_DOC: RouteDoc = {
   operationId: "touchMany",
   summary: "Extend many leases",
@@ -298,12 +306,7 @@ const TOUCH_BATCH_DOC: RouteDoc = {
   tag: "Messages",
   params: [
     GROUP_QUERY,
-    durationQuery(
-      "by",
-      "The new lease from now (default: the topic's visibility).",
-      MAX_VISIBILITY_MS,
-      1,
-    ),
+    BY_QUERY,
   ],
   body: {
     kind: "json",
@@ -335,12 +338,7 @@ const TOUCH_DOC: RouteDoc = {
   tag: "Messages",
   params: [
     GROUP_QUERY,
-    durationQuery(
-      "by",
-      "The new lease from now (default: the topic's visibility).",
-      MAX_VISIBILITY_MS,
-      1,
-    ),
+    BY_QUERY,
   ],
   ok: { 200: { description: "The lease's new end.", json: "TouchAnswer" } },
   errors: ["invalid_duration", "message_not_found"],
